@@ -1,0 +1,286 @@
+"""Plain result objects: what grading one submission produced, and its versioned JSON form.
+
+Everything here is JSON-serialisable by construction (str, int, float, bool, None, lists,
+nested dataclasses, str enums). Instructors and other tools read these files, so field names
+are stable; a breaking change bumps `SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# The fixed diagnosis vocabulary. Every failing case names exactly one of these.
+CONCEPTS: dict[str, str] = {
+    "mask-fill-value": "Masked scores must be -inf (or finfo(dtype).min) before the softmax",
+    "mask-after-softmax": "The mask must be applied before the softmax, not to the weights",
+    "fully-masked-rows": "A query that may see no key must give zeros and finite gradients",
+    "padding-broadcast": "Padding hides keys: a (B, T) mask broadcasts as (B, 1, 1, T)",
+    "mask-combination": "Causal and padding masks combine with AND (keep masks)",
+    "causal-alignment": "New queries are the last positions: query i sees keys j <= Lk - Lq + i",
+    "causal-diagonal": "A token may attend to itself: the diagonal is visible",
+    "kv-cache-growth": "The cache grows by the new tokens at every step",
+    "kv-cache-append": "append() concatenates on the time axis and returns all keys and values",
+    "head-split": "Split heads with view(B, T, h, d_k).transpose(1, 2)",
+    "head-merge": "Merge heads with transpose(1, 2).reshape(B, T, d_model) before W_o",
+    "scaling": "Scores are divided by sqrt(d_k) of one head",
+    "softmax-axis": "The softmax runs over keys (the last dimension)",
+    "dtype-overflow": "Fill values must fit the dtype (fp16 cannot hold -1e9 or fp32's min)",
+    "output-dtype": "Outputs keep the input dtype",
+    "device-placement": "Masks and buffers are created on the inputs' device",
+    "dropout": "No randomness in eval mode: dropout must be off",
+    "numerical-stability": "Subtract the row max before exp (or use torch.softmax)",
+    "causal-leak": "An output must not depend on later tokens",
+    "signature": "The function or class must exist with the documented signature",
+    "validation": "Invalid arguments must raise ValueError with a clear message",
+    "load-error": "The submission could not be loaded",
+    "timeout": "The code ran past its time limit",
+    "crash": "The worker process died while running the code",
+}
+
+
+class Outcome(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+
+
+@dataclass(frozen=True)
+class Points:
+    earned: float
+    """Points this case awarded."""
+    possible: float
+    """Points this case is worth."""
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.earned / self.possible if self.possible else 100.0
+
+    def display_percent(self) -> str:
+        """Never shows 100 % unless everything was earned (and never 0 % unless nothing was)."""
+        pct = self.percent
+        if self.earned < self.possible and pct > 99.0:
+            return "99%"
+        if 0 < self.earned and pct < 1.0:
+            return "1%"
+        return f"{pct:.0f}%"
+
+
+Score = Points  # a submission's total has the same shape as one case's points
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """A small query x key matrix to draw: attention weights (or a mask) of one batch item and head."""
+
+    title: str
+    """What this slice is, e.g. "batch 0, head 1"."""
+    expected: list[list[float]]
+    """Reference values, rows = queries, columns = keys."""
+    actual: list[list[float]] | None
+    """The submission's values (None when it produced none)."""
+    keep: list[list[bool]] | None = None
+    """The reference keep mask (True = may attend) for shading future/padding cells."""
+    kind: str = "weights"
+    """"weights" (floats in [0, 1]) or "mask" (0/1 cells)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the grader saw. Every field is optional; cases fill what applies."""
+
+    expected_shape: list[int] | None = None
+    actual_shape: list[int] | None = None
+    expected_dtype: str | None = None
+    actual_dtype: str | None = None
+    max_abs_error: float | None = None
+    allowed_error: float | None = None
+    first_bad_index: list[int] | None = None
+    expected_value: float | None = None
+    """Reference value at first_bad_index."""
+    actual_value: float | None = None
+    """Submission value at first_bad_index."""
+    leaking_cells: list[list[int]] | None = None
+    """(query, key) cells that received weight although the reference mask forbids them."""
+    row_sums: list[float] | None = None
+    """Per-query sums of the submission's attention weights (one batch item and head)."""
+    nan_locations: list[list[int]] | None = None
+    """Indices (first few) where the submission's output is NaN."""
+    heatmaps: list[Heatmap] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Further plain-language observations."""
+    traceback: str | None = None
+    """For errors: the student's exception, traceback cut to their own frames."""
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    id: str
+    """Stable case id, with the parameter label for parametrised cases: "padding_right[left]"."""
+    title: str
+    outcome: Outcome
+    points: Points
+    hidden: bool
+    concept: str | None
+    """One id from CONCEPTS when the case did not pass, else None."""
+    message: str
+    """One or two plain sentences for the student. Never reveals hidden inputs."""
+    evidence: Evidence = field(default_factory=Evidence)
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SubmissionInfo:
+    id: str
+    """Student id derived from the file or folder name."""
+    sha256: str
+    """Hash of the submission's bytes (what the ledger keys on)."""
+    filename: str
+    kind: str
+    """"py", "ipynb", "folder" or "zip"."""
+
+
+@dataclass(frozen=True)
+class AssignmentInfo:
+    id: str
+    version: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class CellError:
+    """A notebook cell (or module) that raised while the submission was loaded; grading went on."""
+
+    cell: int | None
+    error: str
+    traceback: str
+
+
+@dataclass(frozen=True)
+class LoadInfo:
+    ok: bool
+    """False when nothing could be graded (unreadable file, syntax error, crash at import)."""
+    message: str = ""
+    cell_errors: list[CellError] = field(default_factory=list)
+    stdout: str = ""
+    """The submission's captured output, truncated. Never parsed."""
+    stderr: str = ""
+
+
+@dataclass(frozen=True)
+class Environment:
+    grader_version: str
+    torch_version: str
+    python_version: str
+    device: str
+    isolation: str
+    """The sandbox level that ran this submission, e.g. "bwrap+cgroup" or "process+rlimits"."""
+    dtypes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GradeReport:
+    submission: SubmissionInfo
+    assignment: AssignmentInfo
+    score: Points
+    cases: list[CaseResult]
+    load: LoadInfo
+    environment: Environment
+    graded_at: str
+    """ISO 8601 UTC timestamp."""
+    public_only: bool = False
+    """True for a student self-check (hidden cases not run): not an official grade."""
+    schema_version: int = SCHEMA_VERSION
+
+    def concepts_failed(self) -> list[str]:
+        seen: list[str] = []
+        for c in self.cases:
+            if c.outcome is not Outcome.PASSED and c.concept and c.concept not in seen:
+                seen.append(c.concept)
+        return seen
+
+
+# --- JSON round trip -------------------------------------------------------------------------
+
+def _clean_float(x: float) -> Any:
+    # JSON has no NaN/inf; keep them readable instead of producing invalid JSON.
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def to_dict(obj: Any) -> Any:
+    """Dataclasses/enums/lists -> plain JSON values (NaN/inf become strings)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(x) for x in obj]
+    if isinstance(obj, float):
+        return _clean_float(obj)
+    return obj
+
+
+def _num(x: Any) -> Any:
+    if isinstance(x, str) and x in ("nan", "inf", "-inf"):
+        return float(x)
+    return x
+
+
+def _matrix(rows: Any) -> Any:
+    return None if rows is None else [[_num(v) for v in row] for row in rows]
+
+
+def _evidence_from(d: dict) -> Evidence:
+    d = dict(d)
+    d["heatmaps"] = [
+        Heatmap(**{**h, "expected": _matrix(h["expected"]), "actual": _matrix(h.get("actual"))})
+        for h in d.get("heatmaps", [])
+    ]
+    for key in ("max_abs_error", "allowed_error", "expected_value", "actual_value"):
+        d[key] = _num(d.get(key))
+    if d.get("row_sums") is not None:
+        d["row_sums"] = [_num(v) for v in d["row_sums"]]
+    return Evidence(**d)
+
+
+def case_from_dict(d: dict) -> CaseResult:
+    return CaseResult(
+        id=d["id"],
+        title=d["title"],
+        outcome=Outcome(d["outcome"]),
+        points=Points(**d["points"]),
+        hidden=d["hidden"],
+        concept=d.get("concept"),
+        message=d["message"],
+        evidence=_evidence_from(d.get("evidence", {})),
+        duration_s=d.get("duration_s", 0.0),
+    )
+
+
+def report_from_dict(d: dict) -> GradeReport:
+    version = d.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"result schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
+    load = dict(d["load"])
+    load["cell_errors"] = [CellError(**e) for e in load.get("cell_errors", [])]
+    return GradeReport(
+        submission=SubmissionInfo(**d["submission"]),
+        assignment=AssignmentInfo(**d["assignment"]),
+        score=Points(**d["score"]),
+        cases=[case_from_dict(c) for c in d["cases"]],
+        load=LoadInfo(**load),
+        environment=Environment(**d["environment"]),
+        graded_at=d["graded_at"],
+        public_only=d.get("public_only", False),
+        schema_version=version,
+    )
