@@ -89,6 +89,10 @@ class Heatmap:
     """The reference keep mask (True = may attend) for shading future/padding cells."""
     kind: str = "weights"
     """"weights" (floats in [0, 1]) or "mask" (0/1 cells)."""
+    row_offset: int = 0
+    """Index of the first query row shown (large matrices are shown as a window)."""
+    col_offset: int = 0
+    """Index of the first key column shown."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,8 @@ class Evidence:
     actual_value: float | None = None
     """Submission value at first_bad_index."""
     leaking_cells: list[list[int]] | None = None
-    """(query, key) cells that received weight although the reference mask forbids them."""
+    """(query, key) cells, in absolute indices of the first heatmap's batch item and head, that
+    received weight although the reference mask forbids them."""
     row_sums: list[float] | None = None
     """Per-query sums of the submission's attention weights (one batch item and head)."""
     nan_locations: list[list[int]] | None = None
