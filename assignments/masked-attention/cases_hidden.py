@@ -1,0 +1,370 @@
+"""Hidden cases: run at grading time only; never shipped to students.
+
+Case numbers (C1...) refer to the course's case design table. Shapes avoid the blind spots that
+hide bugs: H > 1, B > 1, B == H where a wrong broadcast must not line up by accident, Lq != Lk.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import reference
+from grader.cases import Setup, Verdict, case
+from grader.checks.attention import MESSAGES, check_attention, fully_masked_rows
+from grader.checks.compare import Expected, check_structure, check_values
+from grader.checks.masks import check_mask
+
+from ._common import attention_setup, make_loud, padded_causal, qkv, run_attention, valid_query_rows
+
+# --- masks -----------------------------------------------------------------------------------
+
+
+@case("causal_mask_rect", title="causal_mask with fewer (or more) queries than keys",
+      concept="causal-alignment", points=3, hidden=True, uses=("causal_mask",),
+      params={"chunk": (3, 10), "decode": (1, 9), "tall": (5, 2)})
+def causal_mask_rect(ctx):
+    lq, lk = ctx.param
+    return Setup(inputs=dict(q_len=lq, k_len=lk), expected=reference.causal_mask(lq, lk),
+                 extra=dict(top_left=torch.ones(lq, lk, dtype=torch.bool).tril()))
+
+
+@causal_mask_rect.check
+def _(student, s, param):
+    lq, lk = param
+    return check_mask(student.causal_mask(lq, lk), s.expected, what=f"causal_mask({lq}, {lk})",
+                      concept="causal-alignment", message=MESSAGES["causal-alignment"],
+                      alternatives={"causal-alignment": s.extra["top_left"]})
+
+
+@case("causal_mask_device", title="causal_mask creates the mask on the requested device",
+      concept="device-placement", points=1, hidden=True, uses=("causal_mask",))
+def causal_mask_device(ctx):
+    return Setup(inputs=dict(q_len=4, k_len=7, device="meta"), expected=None)
+
+
+@causal_mask_device.check
+def _(student, s, param):
+    got = student.causal_mask(4, 7, device="meta")
+    bad = check_structure(got, (4, 7), torch.bool, what="causal_mask(4, 7, device='meta')",
+                          shape_concept="causal-alignment")
+    if bad:
+        return bad
+    if got.device.type != "meta":
+        return Verdict.fail("device-placement", "causal_mask ignored its device argument: pass device=device "
+                            "to torch.ones/torch.tril so the mask lives where the scores live.")
+    return Verdict.ok()
+
+
+@case("padding_mask_left", title="padding_mask with left and right padding", concept="padding-broadcast",
+      points=2, hidden=True, uses=("padding_mask",), params={"left": "left", "right": "right"})
+def padding_mask_left(ctx):
+    lengths = [6, 2, 4, 0]
+    return Setup(inputs=dict(lengths=lengths, max_len=6), expected=reference.padding_mask(lengths, 6, side=ctx.param),
+                 extra=dict(other=reference.padding_mask(lengths, 6, side="right" if ctx.param == "left" else "left")))
+
+
+@padding_mask_left.check
+def _(student, s, param):
+    i = s.inputs
+    return check_mask(student.padding_mask(torch.tensor(i["lengths"]), i["max_len"], side=param), s.expected,
+                      what=f"padding_mask(lengths, 6, side={param!r})", concept="padding-broadcast",
+                      message="With side='left' the real tokens are the last `length` positions of the row.",
+                      alternatives={"padding-broadcast": s.extra["other"]})
+
+
+@case("combine_masks_padded", title="combine_masks with a rectangular causal mask and padding",
+      concept="mask-combination", points=2, hidden=True, uses=("combine_masks",),
+      params={"left": "left", "right": "right"})
+def combine_masks_padded(ctx):
+    causal = reference.causal_mask(3, 6)
+    pad = reference.padding_mask([6, 4, 2], 6, side=ctx.param)
+    return Setup(inputs=dict(causal=causal, padding=pad), expected=reference.combine_masks(causal, pad),
+                 extra=dict(alt={"mask-combination": causal[None, None] | pad[:, None, None, :],
+                                 "padding-broadcast": causal[None, None] & pad[:, None, :3, None]}))
+
+
+@combine_masks_padded.check
+def _(student, s, param):
+    return check_mask(student.combine_masks(s.inputs["causal"], s.inputs["padding"]), s.expected,
+                      what="combine_masks(causal, padding)", concept="mask-combination",
+                      message="combine_masks returns causal[None, None] & padding[:, None, None, :], shape (B, 1, Lq, Lk).",
+                      alternatives=s.extra["alt"])
+
+
+# --- attention: float32 ------------------------------------------------------------------------
+
+
+@case("basic_nomask", title="C1 attention without a mask (B2 H4 L37 D64)", concept="softmax-axis",
+      points=2, hidden=True, uses=("masked_attention",))
+def basic_nomask(ctx):
+    return attention_setup(*qkv(ctx, 2, 4, 37, 37, 64))
+
+
+@basic_nomask.check
+def _(student, s, param):
+    return run_attention(student, s, concept="softmax-axis",
+                         message="Scale by 1/sqrt(d_k) and take the softmax over keys; every weight row sums to 1.")
+
+
+@case("causal_square", title="C2 causal mask on a square sequence", concept="mask-fill-value",
+      points=2, hidden=True, uses=("masked_attention",))
+def causal_square(ctx):
+    q, k, v = qkv(ctx, 2, 4, 33, 33, 16)
+    return attention_setup(q, k, v, reference.causal_mask(33, device=ctx.device))
+
+
+@causal_square.check
+def _(student, s, param):
+    return run_attention(student, s, concept="mask-fill-value", message=MESSAGES["mask-fill-value"])
+
+
+@case("causal_negative_scores", title="C3 causal mask when every real score is negative",
+      concept="mask-fill-value", points=2, hidden=True, uses=("masked_attention",))
+def causal_negative_scores(ctx):
+    q, k, v = qkv(ctx, 2, 3, 9, 9, 16, negative_scores=True)
+    return attention_setup(q, k, v, reference.causal_mask(9, device=ctx.device))
+
+
+@causal_negative_scores.check
+def _(student, s, param):
+    return run_attention(student, s, concept="mask-fill-value",
+                         message="A masked score of 0 beats negative real scores: fill with -inf or finfo(dtype).min.")
+
+
+@case("padding_right", title="C4 key padding mask (B, 1, 1, T) with B == H", concept="padding-broadcast",
+      points=2, hidden=True, uses=("masked_attention",))
+def padding_right(ctx):
+    q, k, v = qkv(ctx, 3, 3, 12, 12, 16)
+    pad = reference.padding_mask([12, 7, 3], 12, device=ctx.device)
+    k, v = make_loud(k, v, pad)
+    keep = pad[:, None, None, :]  # (B, 1, 1, T)
+    rows = pad[:, None, :, None]  # compare real query rows only
+    return attention_setup(q, k, v, keep, rows=rows,
+                           alt_masks={"padding-broadcast": pad[None, :, None, :]})
+
+
+@padding_right.check
+def _(student, s, param):
+    return run_attention(student, s, concept="padding-broadcast", message=MESSAGES["padding-broadcast"])
+
+
+@case("padding_left_causal", title="C5 left padding combined with a causal mask", concept="mask-combination",
+      points=2, hidden=True, uses=("masked_attention",))
+def padding_left_causal(ctx):
+    q, k, v = qkv(ctx, 2, 4, 10, 10, 16)
+    pad, keep = padded_causal(ctx, [10, 6], 10, "left")
+    k, v = make_loud(k, v, pad)
+    return attention_setup(q, k, v, keep, rows=valid_query_rows(keep) & pad[:, None, :, None])
+
+
+@padding_left_causal.check
+def _(student, s, param):
+    return run_attention(student, s, concept="mask-combination", message=MESSAGES["mask-combination"])
+
+
+@case("fully_masked_rows", title="C6 rows with no visible key: zeros and finite gradients",
+      concept="fully-masked-rows", points=3, hidden=True, uses=("masked_attention",))
+def fully_masked_rows_case(ctx):
+    q, k, v = qkv(ctx, 2, 2, 8, 8, 8)
+    pad, keep = padded_causal(ctx, [8, 5], 8, "left")  # batch 1's first 3 query rows see nothing
+    g = ctx.randn(2, 2, 8, 8)
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    out64, _ = reference.oracle_attention(q64, k64, v64, keep)
+    (out64 * g.double()).sum().backward()
+    s = attention_setup(q, k, v, keep)
+    s.extra.update(cotangent=g, grads=[t.grad for t in (q64, k64, v64)])
+    return s
+
+
+@fully_masked_rows_case.check
+def _(student, s, param):
+    forward = run_attention(student, s, concept="fully-masked-rows", message=MESSAGES["fully-masked-rows"])
+    if not forward.passed:
+        return forward
+    i = s.inputs
+    _, grads = student.vjp("masked_attention", (i["q"], i["k"], i["v"]), {"mask": i["mask"]},
+                           wrt=[0, 1, 2], cotangent=s.extra["cotangent"], output_index=0)
+    for name, got, want in zip(("dQ", "dK", "dV"), grads, s.extra["grads"]):
+        if got is None:
+            return Verdict.fail("fully-masked-rows", f"No gradient reached {name[1].lower()}: the output must be "
+                                "differentiable (no .detach(), no torch.no_grad inside).")
+        v = check_values(got, Expected(want, None, torch.float32), what=name, concept="fully-masked-rows",
+                         message=f"{name} is wrong. " + MESSAGES["fully-masked-rows"], atol=1e-4, rtol=1e-4)
+        if not v.passed:
+            if v.evidence.nan_locations:
+                return Verdict.fail("fully-masked-rows", f"The forward pass is clean but {name} contains NaN: "
+                                    "an -inf row or an additive -inf bias still poisons the backward pass. Guard the "
+                                    "scores before the softmax (e.g. torch.where on mask.any(-1)).", v.evidence)
+            return v
+    return Verdict.ok()
+
+
+# --- attention: half precision -----------------------------------------------------------------
+
+
+def _half_pad_causal(ctx, dtype):
+    q, k, v = qkv(ctx, 2, 4, 64, 64, 64, dtype=dtype)
+    pad, keep = padded_causal(ctx, [64, 40], 64, "right")
+    return attention_setup(q, k, v, keep, rows=valid_query_rows(keep) & pad[:, None, :, None])
+
+
+@case("fp16_pad_causal", title="C7 float16 with padding and a causal mask", concept="dtype-overflow",
+      points=2, hidden=True, uses=("masked_attention",))
+def fp16_pad_causal(ctx):
+    return _half_pad_causal(ctx, torch.float16)
+
+
+@fp16_pad_causal.check
+def _(student, s, param):
+    return run_attention(student, s, concept="dtype-overflow", message=MESSAGES["dtype-overflow"])
+
+
+@case("bf16_pad_causal", title="C8 bfloat16 with padding and a causal mask", concept="dtype-overflow",
+      points=2, hidden=True, uses=("masked_attention",))
+def bf16_pad_causal(ctx):
+    return _half_pad_causal(ctx, torch.bfloat16)
+
+
+@bf16_pad_causal.check
+def _(student, s, param):
+    return run_attention(student, s, concept="dtype-overflow",
+                         message="bfloat16 cannot hold float32's min: use torch.finfo(scores.dtype).min or -inf.")
+
+
+@case("fp16_fully_masked", title="C9 float16 with a fully masked row", concept="fully-masked-rows",
+      points=2, hidden=True, uses=("masked_attention",))
+def fp16_fully_masked(ctx):
+    q, k, v = qkv(ctx, 1, 2, 6, 6, 16, dtype=torch.float16)
+    keep = reference.causal_mask(6, device=ctx.device).clone()
+    keep[2] = False
+    return attention_setup(q, k, v, keep)
+
+
+@fp16_fully_masked.check
+def _(student, s, param):
+    return run_attention(student, s, concept="fully-masked-rows",
+                         message="In float16, -1e9 becomes -inf and a fully masked row turns into NaN (or, with "
+                                 "-1e4, into the mean of v): guard rows with no visible key so they output 0.")
+
+
+@case("large_logits", title="C10 large scores (softmax stability)", concept="numerical-stability",
+      points=2, hidden=True, uses=("masked_attention",),
+      params={"fp32": (torch.float32, 30.0), "fp16": (torch.float16, 4.0)})
+def large_logits(ctx):
+    dtype, scale = ctx.param
+    q, k, v = qkv(ctx, 2, 2, 16, 16, 64, dtype=dtype, q_scale=scale)
+    rows = None
+    return attention_setup(q, k, v, reference.causal_mask(16, device=ctx.device), rows=rows)
+
+
+@large_logits.check
+def _(student, s, param):
+    i = s.inputs
+    result = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
+    if param[0] is torch.float32:  # fixed 1e-4 tolerance: large scores amplify rounding
+        return _check_fixed(result, s, atol=1e-4)
+    return check_attention(result, s.expected, concept="numerical-stability", message=MESSAGES["numerical-stability"])
+
+
+def _check_fixed(result, s, *, atol: float) -> Verdict:
+    a = s.expected
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        out = result[0]
+        v = check_values(out, a.out, what="out", concept="numerical-stability",
+                         message=MESSAGES["numerical-stability"], atol=atol, rtol=atol)
+        if not v.passed:
+            return v
+    return check_attention(result, a, concept="numerical-stability", message=MESSAGES["numerical-stability"])
+
+
+# --- attention: shapes, devices, determinism --------------------------------------------------
+
+
+@case("cross_attn_pad", title="C11 cross-attention: 5 queries over 11 padded keys", concept="padding-broadcast",
+      points=2, hidden=True, uses=("masked_attention",))
+def cross_attn_pad(ctx):
+    q, k, v = qkv(ctx, 2, 3, 5, 11, 16)
+    pad = reference.padding_mask([11, 6], 11, device=ctx.device)
+    k, v = make_loud(k, v, pad)
+    return attention_setup(q, k, v, pad[:, None, None, :])
+
+
+@cross_attn_pad.check
+def _(student, s, param):
+    return run_attention(student, s, concept="padding-broadcast",
+                         message="Scores are (Lq, Lk): masks index keys on the last dimension, and Lq may differ from Lk.")
+
+
+def _mask_layout(ctx):
+    B, H, L, S = 2, 3, 6, 6
+    q, k, v = qkv(ctx, B, H, L, S, 8)
+    full = reference.combine_masks(reference.causal_mask(L), reference.padding_mask([6, 4], S))
+    full = full.expand(B, H, L, S)  # (B, H, L, S)
+    layouts = {
+        "B11S": full[:, :1, -1:, :],
+        "B1LS": full[:, :1],
+        "11LS": full[:1, :1],
+        "BHLS": full.clone(),
+        "LS": full[0, 0],
+    }
+    keep = layouts[ctx.param].to(ctx.device).contiguous()
+    return attention_setup(q, k, v, keep, rows=valid_query_rows(keep.expand(B, H, L, S)))
+
+
+@case("mask_shapes", title="C14 masks of every broadcastable shape", concept="padding-broadcast",
+      points=3, hidden=True, uses=("masked_attention",),
+      params={"(B,1,1,S)": "B11S", "(B,1,L,S)": "B1LS", "(1,1,L,S)": "11LS", "(B,H,L,S)": "BHLS", "(L,S)": "LS"})
+def mask_shapes(ctx):
+    return _mask_layout(ctx)
+
+
+@mask_shapes.check
+def _(student, s, param):
+    return run_attention(student, s, concept="padding-broadcast",
+                         message="Any mask broadcastable to (B, H, Lq, Lk) must work: do not assume its rank.")
+
+
+@case("attention_device", title="C15 runs on another device (meta tensors stand in for a GPU)",
+      concept="device-placement", points=1, hidden=True, uses=("masked_attention",))
+def attention_device(ctx):
+    q, k, v = (torch.empty(2, 2, 5, 8, device="meta") for _ in range(3))
+    keep = torch.empty(2, 1, 5, 5, dtype=torch.bool, device="meta")
+    return Setup(inputs=dict(q=q, k=k, v=v, mask=keep))
+
+
+@attention_device.check
+def _(student, s, param):
+    i = s.inputs
+    result = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        return Verdict.fail("signature", "masked_attention must return a tuple (out, weights).")
+    for value, shape, name in ((result[0], (2, 2, 5, 8), "out"), (result[1], (2, 2, 5, 5), "weights")):
+        bad = check_structure(value, shape, torch.float32, what=name, shape_concept="device-placement")
+        if bad:
+            return bad
+        if value.device.type != "meta":
+            return Verdict.fail("device-placement", f"{name} came back on {value.device}, not on the inputs' "
+                                "device: create masks and constants with device=q.device.")
+    return Verdict.ok()
+
+
+@case("eval_determinism", title="C16 no randomness: no dropout at evaluation time", concept="dropout",
+      points=1, hidden=True, uses=("masked_attention",))
+def eval_determinism(ctx):
+    q, k, v = qkv(ctx, 2, 2, 16, 16, 16)
+    return attention_setup(q, k, v, reference.causal_mask(16, device=ctx.device))
+
+
+@eval_determinism.check
+def _(student, s, param):
+    i = s.inputs
+    first = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
+    second = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
+    same = (isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second) == 2
+            and all(type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape
+                    and torch.equal(a, b) for a, b in zip(first, second)))
+    if not same:
+        return Verdict.fail("dropout", "Two identical calls gave different results: masked_attention must not "
+                            "use dropout (F.dropout defaults to training=True).")
+    return check_attention(first, s.expected, concept="dropout",
+                           message="The weights look randomly dropped and rescaled: remove dropout.")

@@ -1,0 +1,151 @@
+"""Helpers shared by this assignment's public and hidden cases (shipped to students: nothing secret)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import reference
+from grader.cases import Setup, SetupContext, Verdict
+from grader.checks import mha as variants
+from grader.checks.compare import Expected, check_values
+from grader.results import Evidence
+
+NAMES = ("W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight")
+
+MESSAGES = {
+    "head-split": "Split heads with x.view(B, T, h, d_k).transpose(1, 2): viewing straight to (B, h, T, d_k) "
+                  "(or splitting features with a stride) mixes positions and heads.",
+    "head-merge": "Merge heads with out.transpose(1, 2).reshape(B, T, d_model) before W_o.",
+    "scaling": "Divide the scores by sqrt(d_k) of one head, not by sqrt(d_model).",
+    "causal-leak": "With causal=True a token must not see later tokens.",
+    "causal-alignment": "With a cache, the new tokens are the last positions: query i of T_new sees keys "
+                        "j <= T_total - T_new + i (rows N..N+T_new-1 of the causal mask).",
+    "kv-cache-growth": "After each step the cache must hold every token so far: len(cache) grows by T_new.",
+    "kv-cache-append": "KVCache.append concatenates on the time axis (dim 2) and returns all keys and values.",
+    "padding-broadcast": "Padding hides keys: a (B, T) padding mask is used as (B, 1, 1, T).",
+    "mask-combination": "During decoding, keep the padding mask for cached keys and extend it with True for "
+                        "every new token, AND-ed with the causal mask.",
+}
+
+
+def make_weights(ctx: SetupContext, d: int, dtype=torch.float32) -> dict[str, torch.Tensor]:
+    """Random weights, exactly representable in ``dtype`` (so the float64 oracle sees the same values)."""
+    return {n: ctx.randn(d, d, scale=1 / math.sqrt(d)).to(dtype).float() for n in NAMES}
+
+
+def ref_module(weights, d: int, h: int, dtype=torch.float32, device=None) -> reference.MultiHeadAttention:
+    m = reference.MultiHeadAttention(d, h)
+    m.load_state_dict(weights)
+    return m.to(device=device, dtype=dtype).eval()
+
+
+def expected(weights, h: int, x: torch.Tensor, **kw) -> Expected:
+    """float64 oracle plus the naive same-dtype reference for one forward call."""
+    d = x.shape[-1]
+    oracle, _ = variants.forward(weights, h, x, **kw)
+    with torch.no_grad(), reference.exact_float32():
+        naive = ref_module(weights, d, h, x.dtype, x.device)(x, kw.get("mask"), causal=kw.get("causal", False))
+    return Expected(oracle, naive, x.dtype)
+
+
+class Refused(Exception):
+    """The student's module cannot take the reference weights; carries the verdict."""
+
+    def __init__(self, verdict: Verdict):
+        self.verdict = verdict
+
+
+def load_student(student, d: int, h: int, weights, dtype=torch.float32):
+    """Build the student's module, check its four projections, copy the reference weights in, eval()."""
+    m = student.MultiHeadAttention(d, h)
+    own = m.state_dict()
+    for name in NAMES:
+        t = own.get(name)
+        if type(t) is not torch.Tensor or tuple(t.shape) != (d, d):
+            raise Refused(Verdict.fail("signature", f"Expected {name.split('.')[0]} = nn.Linear(d_model, d_model, "
+                                       f"bias=False); state_dict()['{name}'] is {getattr(t, 'shape', 'missing')}."))
+    biases = [k for k in own if k.startswith(("W_q.", "W_k.", "W_v.", "W_o.")) and k.endswith("bias")]
+    if biases:
+        raise Refused(Verdict.fail("signature", f"The projections must have bias=False; found {', '.join(biases)}."))
+    m.load_state_dict({**own, **{k: v.to(own[k].device) for k, v in weights.items()}})
+    if dtype != torch.float32:  # dtypes do not cross the wire; the module's own casts do
+        m = m.method({torch.float16: "half", torch.bfloat16: "bfloat16", torch.float64: "double"}[dtype])()
+    m.eval()
+    return m
+
+
+def check_mha(out, exp: Expected, compute, *, concept: str, where=None, candidates=tuple(variants.VARIANTS),
+              what: str = "forward(x)") -> Verdict:
+    """Value check; on a mismatch, name the variant (mistake) the output reproduces."""
+    v = check_values(out, exp, what=what, concept=concept, message=MESSAGES.get(concept, ""), where=where)
+    if v.passed or v.evidence.max_abs_error is None:
+        return v
+    tol = 1e-3 if exp.dtype in (torch.float32, torch.float64) else 3e-2
+    specific = variants.matching_variant(out, compute, where=where, candidates=candidates, tol=tol)
+    if specific:
+        return Verdict.fail(specific, MESSAGES.get(specific, v.message), v.evidence)
+    return v
+
+
+def guarded(fn):
+    """Decorator for checks: a Refused module becomes its verdict."""
+
+    def run(student, s: Setup, param):
+        try:
+            return fn(student, s, param)
+        except Refused as r:
+            return r.verdict
+
+    return run
+
+
+def run_steps(student, m, x: torch.Tensor, steps, *, mask=None):
+    """Decode through the student's cache; returns (outputs concatenated, cache length after each step)."""
+    cache = student.KVCache()
+    outs, lengths = [], []
+    for start, end in steps:
+        kw = {} if mask is None else {"mask": mask[:, None, None, :end]}
+        out = m(x[:, start:end], causal=True, cache=cache, **kw)
+        if type(out) is not torch.Tensor:
+            raise Refused(Verdict.fail("signature", f"forward returned {type(out).__name__}, expected a tensor."))
+        outs.append(out)
+        lengths.append(cache.length())
+    return torch.cat(outs, 1), lengths
+
+
+def steps_of(prefill: int, chunks: list[int]) -> list[tuple[int, int]]:
+    bounds, at = [], 0
+    for n in ([prefill] if prefill else []) + chunks:
+        bounds.append((at, at + n))
+        at += n
+    return bounds
+
+
+def check_decode(student, s: Setup, *, concept: str) -> Verdict:
+    i = s.inputs
+    m = load_student(student, i["d"], i["h"], i["weights"])
+    got, lengths = run_steps(student, m, i["x"], i["steps"], mask=i.get("mask"))
+    want = [end for _, end in i["steps"]]
+    if lengths != want:
+        c = "kv-cache-append" if len(set(lengths)) == 1 else "kv-cache-growth"
+        return Verdict.fail(c, MESSAGES["kv-cache-growth"],
+                            Evidence(notes=[f"len(cache) after each step: {lengths}; expected {want}"]))
+    weights, h, x, steps, mask = i["weights"], i["h"], i["x"], i["steps"], i.get("mask")
+    return check_mha(got, s.expected, lambda var: variants.decode(weights, h, x, steps, mask=mask, variant=var),
+                     concept=concept, where=s.extra.get("rows"), what="the concatenated decode outputs",
+                     candidates=("causal-alignment", "causal-leak", "head-split", "head-merge", "scaling"))
+
+
+def decode_setup(ctx: SetupContext, *, B: int, T: int, d: int, h: int, prefill: int, chunks: list[int],
+                 mask=None, rows=None) -> Setup:
+    weights = make_weights(ctx, d)
+    x = ctx.randn(B, T, d)
+    steps = steps_of(prefill, chunks)
+    oracle = variants.decode(weights, h, x, steps, mask=mask)
+    with torch.no_grad():
+        naive = reference.decode(ref_module(weights, d, h, device=ctx.device), x, prefill, chunks, mask=mask)
+    return Setup(inputs=dict(weights=weights, d=d, h=h, x=x, steps=steps, mask=mask),
+                 expected=Expected(oracle, naive, x.dtype), extra=dict(rows=rows))
+

@@ -1,0 +1,273 @@
+"""Hidden cases: run at grading time only; never shipped to students.
+
+Shapes avoid blind spots: H > 1 (else head and scale bugs hide), B == H for padding (else a wrong
+broadcast shows as an error or lines up by accident), multi-token steps with a cache (else
+`mask[:T, :T]` bugs hide).
+"""
+
+from __future__ import annotations
+
+import torch
+
+import reference
+from grader.cases import Setup, Verdict, case
+from grader.checks import mha as variants
+from grader.checks.compare import Expected, check_structure, check_values
+from grader.results import Evidence
+from grader.sandbox import StudentError
+
+from ._common import (
+    MESSAGES, check_decode, check_mha, decode_setup, expected, guarded, load_student, make_weights,
+)
+from .cases_public import check_appends
+
+
+def _forward_setup(ctx, *, B, T, d, h, causal=False, mask=None, rows=None, dtype=torch.float32, x=None):
+    w = make_weights(ctx, d, dtype)
+    x = ctx.randn(B, T, d, dtype=dtype) if x is None else x
+    return Setup(inputs=dict(d=d, h=h, weights=w, x=x, causal=causal, mask=mask, dtype=dtype),
+                 expected=expected(w, h, x, mask=mask, causal=causal), extra=dict(rows=rows))
+
+
+def _check_forward(student, s, *, concept, candidates=tuple(variants.VARIANTS)):
+    i = s.inputs
+    m = load_student(student, i["d"], i["h"], i["weights"], i["dtype"])
+    out = m(i["x"], i["mask"], causal=i["causal"])
+    return check_mha(out, s.expected,
+                     lambda v: variants.forward(i["weights"], i["h"], i["x"], mask=i["mask"], causal=i["causal"],
+                                                variant=v)[0],
+                     concept=concept, where=s.extra.get("rows"), candidates=candidates)
+
+
+@case("mha_weights", title="C17 forward with copied weights (E32 H4 B2 T10)", concept="head-split",
+      points=3, hidden=True, uses=("MultiHeadAttention",))
+def mha_weights(ctx):
+    return _forward_setup(ctx, B=2, T=10, d=32, h=4)
+
+
+@mha_weights.check
+@guarded
+def _(student, s, param):
+    return _check_forward(student, s, concept="head-split")
+
+
+@case("mha_causal", title="causal=True hides future tokens", concept="causal-leak",
+      points=2, hidden=True, uses=("MultiHeadAttention",))
+def mha_causal(ctx):
+    return _forward_setup(ctx, B=2, T=9, d=32, h=4, causal=True)
+
+
+@mha_causal.check
+@guarded
+def _(student, s, param):
+    return _check_forward(student, s, concept="causal-leak")
+
+
+@case("mha_padding", title="key padding mask (B, 1, 1, T) with B == h", concept="padding-broadcast",
+      points=2, hidden=True, uses=("MultiHeadAttention",))
+def mha_padding(ctx):
+    pad = reference.padding_mask([8, 5, 3, 6], 8, device=ctx.device)
+    x = ctx.randn(4, 8, 32).masked_fill(~pad[:, :, None], 50.0)  # loud padding embeddings
+    return _forward_setup(ctx, B=4, T=8, d=32, h=4, mask=pad[:, None, None, :], rows=pad[:, :, None], x=x)
+
+
+@mha_padding.check
+@guarded
+def _(student, s, param):
+    return _check_forward(student, s, concept="padding-broadcast")
+
+
+@case("causality_grad", title="C18 the output at t has zero gradient w.r.t. inputs after t",
+      concept="causal-leak", points=2, hidden=True, uses=("MultiHeadAttention",))
+def causality_grad(ctx):
+    d, h, T = 16, 4, 12
+    w = make_weights(ctx, d)
+    x = ctx.randn(2, T, d, dtype=torch.float64)
+    cots = {}
+    for t in (0, T // 2, T - 2):
+        g = ctx.randn(2, T, d, dtype=torch.float64)
+        g[:, t + 1:] = 0  # only outputs up to t matter
+        cots[t] = g
+    return Setup(inputs=dict(d=d, h=h, weights=w, x=x, cotangents=cots))
+
+
+@causality_grad.check
+@guarded
+def _(student, s, param):
+    i = s.inputs
+    m = load_student(student, i["d"], i["h"], i["weights"])
+    x = i["x"]
+    try:
+        m = m.double()
+        student.vjp((m, "__call__"), (x,), {"causal": True}, wrt=[0], cotangent=i["cotangents"][0])
+    except StudentError:  # code that hard-codes float32: check in float32 instead
+        m, x = m.float(), x.float()
+    for t, g in i["cotangents"].items():
+        _, (grad,) = student.vjp((m, "__call__"), (x,), {"causal": True}, wrt=[0], cotangent=g.to(x.dtype))
+        bad = check_structure(grad, tuple(x.shape), x.dtype, what="dL/dx", shape_concept="causal-leak")
+        if bad:
+            return bad
+        past, future = grad[:, : t + 1].abs().max(), grad[:, t + 1:].abs().max()
+        if not bool(future <= 1e-12 * max(float(past), 1.0)):
+            leak = torch.nonzero(grad[0, t + 1:].abs().sum(-1) > 0).flatten()[:5] + t + 1
+            return Verdict.fail("causal-leak", f"The output at position {t} changes when later tokens change: "
+                                "apply the causal mask to the scores of every head.",
+                                Evidence(notes=[f"gradient of outputs 0..{t} reaches inputs {leak.tolist()}",
+                                                f"max |grad| on later inputs: {float(future):.3g}"]))
+    return Verdict.ok()
+
+
+@case("pad_invariance", title="C19 padding a batch does not change real tokens' outputs",
+      concept="padding-broadcast", points=2, hidden=True, uses=("MultiHeadAttention",),
+      params={"right": "right", "left": "left"})
+def pad_invariance(ctx):
+    d, h, T, lengths = 16, 2, 7, [7, 4, 2]
+    w = make_weights(ctx, d)
+    seqs = [ctx.randn(1, n, d) for n in lengths]
+    pad = reference.padding_mask(lengths, T, side=ctx.param, device=ctx.device)
+    x = torch.full((len(lengths), T, d), 50.0, device=ctx.device)
+    for b, sq in enumerate(seqs):
+        if ctx.param == "right":
+            x[b, : lengths[b]] = sq[0]
+        else:
+            x[b, T - lengths[b]:] = sq[0]
+    return Setup(inputs=dict(d=d, h=h, weights=w, seqs=seqs, x=x, pad=pad, side=ctx.param))
+
+
+@pad_invariance.check
+@guarded
+def _(student, s, param):
+    i = s.inputs
+    m = load_student(student, i["d"], i["h"], i["weights"])
+    batched = m(i["x"], i["pad"][:, None, None, :], causal=True)
+    bad = check_structure(batched, tuple(i["x"].shape), torch.float32, what="forward(batch)",
+                          shape_concept="padding-broadcast")
+    if bad:
+        return bad
+    for b, sq in enumerate(i["seqs"]):
+        alone = m(sq, causal=True)
+        n = sq.shape[1]
+        rows = batched[b, :n] if i["side"] == "right" else batched[b, -n:]
+        if type(alone) is not torch.Tensor or alone.shape != (1, n, i["d"]):
+            return check_structure(alone, (1, n, i["d"]), torch.float32, what=f"forward(sequence {b})",
+                                   shape_concept="padding-broadcast") or Verdict.fail("signature", "bad output")
+        v = check_values(rows, Expected(alone[0].detach().double(), None, torch.float32), what=f"sequence {b}",
+                         concept="padding-broadcast", atol=1e-5, rtol=1e-4,
+                         message=f"Sequence {b} gives different outputs alone and inside a {i['side']}-padded batch: "
+                                 "padding must hide keys, never change real tokens.")
+        if not v.passed:
+            return v
+    return Verdict.ok()
+
+
+@case("kv_decode", title="C20 prefill 5 then 6 single-token steps", concept="kv-cache-growth",
+      points=3, hidden=True, uses=("MultiHeadAttention", "KVCache"))
+def kv_decode(ctx):
+    return decode_setup(ctx, B=2, T=11, d=32, h=4, prefill=5, chunks=[1] * 6)
+
+
+@kv_decode.check
+@guarded
+def _(student, s, param):
+    return check_decode(student, s, concept="kv-cache-growth")
+
+
+@case("kv_chunked", title="C21 prefill 4, a chunk of 3, then single tokens", concept="causal-alignment",
+      points=2, hidden=True, uses=("MultiHeadAttention", "KVCache"))
+def kv_chunked(ctx):
+    return decode_setup(ctx, B=2, T=10, d=32, h=4, prefill=4, chunks=[3, 1, 1, 1])
+
+
+@kv_chunked.check
+@guarded
+def _(student, s, param):
+    return check_decode(student, s, concept="causal-alignment")
+
+
+@case("kv_from_empty", title="C22 single-token steps from an empty cache", concept="kv-cache-growth",
+      points=1, hidden=True, uses=("MultiHeadAttention", "KVCache"))
+def kv_from_empty(ctx):
+    return decode_setup(ctx, B=2, T=6, d=16, h=2, prefill=0, chunks=[1] * 6)
+
+
+@kv_from_empty.check
+@guarded
+def _(student, s, param):
+    return check_decode(student, s, concept="kv-cache-growth")
+
+
+@case("kv_left_padded_batch", title="C23 left-padded prompts [5, 3], mask grown while decoding",
+      concept="mask-combination", points=2, hidden=True, uses=("MultiHeadAttention", "KVCache"))
+def kv_left_padded_batch(ctx):
+    prompt = reference.padding_mask([5, 3], 5, side="left", device=ctx.device)
+    mask = torch.cat([prompt, torch.ones(2, 3, dtype=torch.bool, device=ctx.device)], 1)  # (B, 8)
+    rows = mask[:, :, None]  # real query positions only
+    return decode_setup(ctx, B=2, T=8, d=32, h=4, prefill=5, chunks=[1, 1, 1], mask=mask, rows=rows)
+
+
+@kv_left_padded_batch.check
+@guarded
+def _(student, s, param):
+    return check_decode(student, s, concept="mask-combination")
+
+
+@case("mha_device", title="C15 runs on another device (meta tensors stand in for a GPU)",
+      concept="device-placement", points=1, hidden=True, uses=("MultiHeadAttention",))
+def mha_device(ctx):
+    return Setup(inputs=dict(x=torch.empty(2, 5, 8, device="meta")))
+
+
+@mha_device.check
+def _(student, s, param):
+    m = student.MultiHeadAttention(8, 2).to("meta")
+    m.eval()
+    out = m(s.inputs["x"], causal=True)
+    bad = check_structure(out, (2, 5, 8), torch.float32, what="forward(x) on meta", shape_concept="device-placement")
+    if bad:
+        return bad
+    if out.device.type != "meta":
+        return Verdict.fail("device-placement", f"The output came back on {out.device}: create masks with "
+                            "device=x.device or register them as buffers so .to() moves them.")
+    return Verdict.ok()
+
+
+@case("mha_eval_determinism", title="C16 eval mode is deterministic (no dropout)", concept="dropout",
+      points=1, hidden=True, uses=("MultiHeadAttention",))
+def mha_eval_determinism(ctx):
+    return _forward_setup(ctx, B=2, T=8, d=16, h=2, causal=True)
+
+
+@mha_eval_determinism.check
+@guarded
+def _(student, s, param):
+    i = s.inputs
+    m = load_student(student, i["d"], i["h"], i["weights"])
+    a, b = m(i["x"], causal=True), m(i["x"], causal=True)
+    if not (type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape and torch.equal(a, b)):
+        return Verdict.fail("dropout", "Two identical calls in eval mode gave different outputs: use nn.Dropout "
+                            "(which .eval() turns off) or pass training=self.training.")
+    return _check_forward(student, s, concept="dropout", candidates=())
+
+
+@case("mha_fp16_causal", title="float16 weights and inputs with causal=True", concept="dtype-overflow",
+      points=2, hidden=True, uses=("MultiHeadAttention",))
+def mha_fp16_causal(ctx):
+    return _forward_setup(ctx, B=2, T=16, d=32, h=4, causal=True, dtype=torch.float16)
+
+
+@mha_fp16_causal.check
+@guarded
+def _(student, s, param):
+    return _check_forward(student, s, concept="dtype-overflow", candidates=())
+
+
+@case("kv_cache_append_shapes", title="KVCache with B=2, h=3 and appends of 4, 1 and 2 steps",
+      concept="kv-cache-append", points=1, hidden=True, uses=("KVCache",))
+def kv_cache_append_shapes(ctx):
+    chunks = [(ctx.randn(2, 3, n, 5), ctx.randn(2, 3, n, 5)) for n in (4, 1, 2)]
+    return Setup(inputs=dict(chunks=chunks))
+
+
+@kv_cache_append_shapes.check
+def _(student, s, param):
+    return check_appends(student, s.inputs["chunks"])

@@ -1,0 +1,116 @@
+"""Public cases: students run these with `grader check` (and see every detail of them)."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.cases import Setup, Verdict, case
+from grader.checks import mha as variants
+from grader.checks.compare import Expected, check_values
+from grader.results import Evidence
+from grader.sandbox import StudentError
+
+from ._common import MESSAGES, check_mha, decode_setup, expected, guarded, load_student, make_weights, check_decode
+
+
+@case("init_validation", title="MultiHeadAttention rejects d_model not divisible by h", concept="validation",
+      points=1, hidden=False, uses=("MultiHeadAttention",))
+def init_validation(ctx):
+    return Setup(inputs=dict(bad=(10, 3), good=(12, 4)))
+
+
+@init_validation.check
+def _(student, s, param):
+    try:
+        student.MultiHeadAttention(*s.inputs["bad"])
+    except StudentError as e:
+        if e.exc_type != "ValueError":
+            return Verdict.fail("validation", f"MultiHeadAttention(10, 3) raised {e.exc_type}; raise ValueError "
+                                "(not assert, which python -O removes) with a message naming both numbers.")
+    else:
+        return Verdict.fail("validation", "MultiHeadAttention(10, 3) was accepted, but 10 heads' worth of "
+                            "features cannot be split into 3 equal heads: raise ValueError when d_model % h != 0.")
+    student.MultiHeadAttention(*s.inputs["good"])
+    return Verdict.ok()
+
+
+@case("layers", title="Projections W_q, W_k, W_v, W_o are Linear(d_model, d_model, bias=False)",
+      concept="signature", points=1, hidden=False, uses=("MultiHeadAttention",))
+def layers(ctx):
+    return Setup(inputs=dict(d=12, h=3, weights=make_weights(ctx, 12)))
+
+
+@layers.check
+@guarded
+def _(student, s, param):
+    load_student(student, s.inputs["d"], s.inputs["h"], s.inputs["weights"])
+    return Verdict.ok()
+
+
+@case("mha_forward_small", title="Forward pass with copied weights (small)", concept="head-split",
+      points=1, hidden=False, uses=("MultiHeadAttention",))
+def mha_forward_small(ctx):
+    d, h = 16, 4
+    w = make_weights(ctx, d)
+    x = ctx.randn(2, 5, d)
+    return Setup(inputs=dict(d=d, h=h, weights=w, x=x), expected=expected(w, h, x))
+
+
+@mha_forward_small.check
+@guarded
+def _(student, s, param):
+    i = s.inputs
+    m = load_student(student, i["d"], i["h"], i["weights"])
+    out = m(i["x"])
+    return check_mha(out, s.expected, lambda v: variants.forward(i["weights"], i["h"], i["x"], variant=v)[0],
+                     concept="head-split")
+
+
+@case("kv_cache_append_basic", title="KVCache.append concatenates and __len__ counts time steps",
+      concept="kv-cache-append", points=1, hidden=False, uses=("KVCache",))
+def kv_cache_append_basic(ctx):
+    chunks = [(ctx.randn(1, 2, 3, 4), ctx.randn(1, 2, 3, 4)), (ctx.randn(1, 2, 1, 4), ctx.randn(1, 2, 1, 4))]
+    return Setup(inputs=dict(chunks=chunks))
+
+
+def check_appends(student, chunks) -> Verdict:
+    cache = student.KVCache()
+    n0 = cache.length()
+    if n0 != 0:
+        return Verdict.fail("kv-cache-growth", f"A new KVCache should have length 0; yours has {n0!r}.")
+    ks, vs, lengths = [], [], []
+    for k, v in chunks:
+        got = cache.append(k, v)
+        ks.append(k)
+        vs.append(v)
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            return Verdict.fail("kv-cache-append", "append(k, v) must return (k_all, v_all).")
+        for name, value, parts in (("k_all", got[0], ks), ("v_all", got[1], vs)):
+            want = torch.cat(parts, 2)
+            v_ = check_values(value, Expected(want.double(), None, want.dtype), what=name, concept="kv-cache-append",
+                              message=MESSAGES["kv-cache-append"], atol=0.0, rtol=0.0)
+            if not v_.passed:
+                return v_
+        lengths.append(cache.length())
+    want_lengths = [sum(k.shape[2] for k, _ in chunks[: i + 1]) for i in range(len(chunks))]
+    if lengths != want_lengths:
+        return Verdict.fail("kv-cache-growth", MESSAGES["kv-cache-growth"],
+                            Evidence(notes=[f"len(cache) after each append: {lengths}; expected {want_lengths}"]))
+    return Verdict.ok()
+
+
+@kv_cache_append_basic.check
+def _(student, s, param):
+    return check_appends(student, s.inputs["chunks"])
+
+
+@case("decode_small", title="Prefill then token-by-token decoding equals the full causal forward",
+      concept="kv-cache-growth", points=1, hidden=False, uses=("MultiHeadAttention", "KVCache"))
+def decode_small(ctx):
+    return decode_setup(ctx, B=1, T=5, d=16, h=2, prefill=3, chunks=[1, 1])
+
+
+@decode_small.check
+@guarded
+def _(student, s, param):
+    return check_decode(student, s, concept="kv-cache-growth")

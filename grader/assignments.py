@@ -1,0 +1,149 @@
+"""``assignments/<slug>/`` -> ``Assignment``: the spec, public cases and (when present) hidden cases.
+
+Layout of an assignment folder::
+
+    spec.toml          title, version, seed, entry points, points policy, limits, tolerances
+    cases_public.py    cases students may see (shipped in the release kit)
+    cases_hidden.py    cases run only at grading time (never shipped)
+    _common.py         optional helpers shared by both (shipped; must hold nothing secret)
+    starter/           starter files for students (.py and .ipynb)
+    README.md          the student-facing instructions
+
+Case modules are imported as submodules of a synthetic package, so ``from . import _common``
+works inside them. Nothing about a particular assignment is known to ``grader/``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tomllib
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.cases import Case, CaseInstance
+from grader.errors import AssignmentSpecError, UnknownAssignment
+
+CASE_FILES = ("cases_public.py", "cases_hidden.py")
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    name: str
+    kind: str
+    """"function" or "class"."""
+    signature: str
+
+
+@dataclass(frozen=True)
+class Assignment:
+    id: str
+    title: str
+    version: str
+    seed: int
+    dir: Path
+    main_module: str
+    """For folder/zip submissions: the module that holds the entry points."""
+    cell_tag: str | None
+    """When set, only notebook cells carrying this tag are graded."""
+    entry_points: tuple[EntryPoint, ...]
+    cases: tuple[Case, ...]
+    limits: dict = field(default_factory=dict)
+    fully_masked_rows: str = "zeros"
+    """Policy for query rows with no visible key (documented for students; cases follow it)."""
+
+    def instances(self, *, public_only: bool = False) -> list[CaseInstance]:
+        return [inst for c in self.cases if not (public_only and c.hidden) for inst in c.instances()]
+
+    def possible(self, *, public_only: bool = False) -> float:
+        return sum(i.points for i in self.instances(public_only=public_only))
+
+    @property
+    def has_hidden(self) -> bool:
+        return any(c.hidden for c in self.cases)
+
+
+def search_path() -> list[Path]:
+    """Where assignments are looked up: $GRADER_ASSIGNMENTS (os.pathsep-separated), ./assignments,
+    then the folder shipped beside the package."""
+    paths = [Path(p) for p in os.environ.get("GRADER_ASSIGNMENTS", "").split(os.pathsep) if p]
+    paths.append(Path.cwd() / "assignments")
+    paths.append(Path(__file__).resolve().parent.parent / "assignments")
+    seen, out = set(), []
+    for p in paths:
+        r = p.resolve()
+        if r not in seen and r.is_dir():
+            seen.add(r)
+            out.append(r)
+    return out
+
+
+def available() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for root in search_path():
+        for spec in sorted(root.glob("*/spec.toml")):
+            found.setdefault(spec.parent.name, spec.parent)
+    return found
+
+
+def _import_cases(folder: Path, package: str) -> list[Case]:
+    pkg = types.ModuleType(package)
+    pkg.__path__ = [str(folder)]  # lets case files do `from . import _common`
+    sys.modules[package] = pkg
+    cases: list[Case] = []
+    for fname in CASE_FILES:
+        path = folder / fname
+        if not path.exists():
+            continue
+        name = f"{package}.{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:  # an instructor's mistake: say where
+            raise AssignmentSpecError(f"{path}: {type(e).__name__}: {e}") from e
+        found = [v for v in vars(module).values() if isinstance(v, Case)]
+        for c in found:
+            if c.check_fn is None:
+                raise AssignmentSpecError(f"{path}: case {c.id!r} has no @{c.id}.check function")
+            if (fname == "cases_hidden.py") != c.hidden:
+                where = "hidden" if c.hidden else "public"
+                raise AssignmentSpecError(f"{path}: case {c.id!r} is marked {where} but lives in {fname}")
+        cases.extend(found)
+    return cases
+
+
+def load_assignment(name_or_path: str | Path) -> Assignment:
+    """Load by slug (searched on ``search_path()``) or by folder path."""
+    folder = Path(name_or_path)
+    if not (folder / "spec.toml").is_file():
+        known = available()
+        if str(name_or_path) not in known:
+            raise UnknownAssignment(str(name_or_path), list(known))
+        folder = known[str(name_or_path)]
+    try:
+        spec = tomllib.loads((folder / "spec.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise AssignmentSpecError(f"{folder / 'spec.toml'}: {e}") from e
+    try:
+        aid = spec["id"]
+        package = "grader_assignment_" + "".join(ch if ch.isalnum() else "_" for ch in f"{aid}_{spec['version']}")
+        cases = _import_cases(folder, package)
+        ids = [i.id for c in cases for i in c.instances()]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise AssignmentSpecError(f"{folder}: duplicate case ids: {', '.join(dupes)}")
+        return Assignment(
+            id=aid, title=spec.get("title", aid), version=str(spec["version"]), seed=int(spec["seed"]),
+            dir=folder, main_module=spec.get("main_module", "submission.py"),
+            cell_tag=spec.get("cell_tag") or None,
+            entry_points=tuple(EntryPoint(e["name"], e["kind"], e["signature"]) for e in spec.get("entry_points", [])),
+            cases=tuple(cases), limits=dict(spec.get("limits", {})),
+            fully_masked_rows=spec.get("fully_masked_rows", "zeros"),
+        )
+    except KeyError as e:
+        raise AssignmentSpecError(f"{folder / 'spec.toml'}: missing required key {e}") from e

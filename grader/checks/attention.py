@@ -1,0 +1,204 @@
+"""Checking an attention result (out, weights) and diagnosing what went wrong.
+
+Diagnosis works by hypothesis: besides the reference, the grader computes (in float64, from the
+same inputs) what each classic mistake would have produced — masked scores filled with 0, the
+mask applied after the softmax, the softmax over queries, a missing or wrong scale, or a wrong
+mask the case supplies (padding on rows, OR instead of AND, top-left causal alignment). When the
+student's weights match one of those and not the reference, that mistake's concept is named.
+Otherwise the evidence (leaking cells, row sums) decides between the generic concepts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from grader.cases import Verdict
+from grader.checks.compare import Expected, check_structure, compare, evidence_of, is_tensor, nan_locations
+from grader.results import Evidence, Heatmap
+import reference
+
+WINDOW = 12  # at most this many rows/columns of a matrix go into a heatmap
+
+MESSAGES = {
+    "mask-fill-value": "Masked positions received attention weight: fill masked scores with -inf "
+                       "(or torch.finfo(scores.dtype).min) before the softmax; a fill of 0 still beats negative scores.",
+    "mask-after-softmax": "Some rows of weights no longer sum to 1: apply the mask to the scores before the "
+                          "softmax instead of zeroing weights after it.",
+    "softmax-axis": "The weights are normalised over the wrong axis: take the softmax over keys (dim=-1), "
+                    "so that each query's row sums to 1.",
+    "scaling": "The scores are scaled wrongly: divide q @ k^T by sqrt(d_k), the size of one head's vectors.",
+    "padding-broadcast": "Padding must hide keys (columns), not queries: a (B, T) padding mask broadcasts "
+                         "as (B, 1, 1, T) against (B, H, Lq, Lk) scores.",
+    "mask-combination": "A key may be attended only if it is real AND not in the future: combine keep masks "
+                        "with &, not |.",
+    "causal-alignment": "With fewer queries than keys, the queries are the last positions: query i may see "
+                        "keys j <= Lk - Lq + i (bottom-right alignment), not a top-left triangle.",
+    "causal-diagonal": "A token may attend to itself: keep the diagonal visible (tril, not tril(-1)).",
+    "fully-masked-rows": "A query that may see no key must output zeros (never NaN) and have finite gradients: "
+                         "guard fully masked rows, e.g. with torch.where on mask.any(-1).",
+    "numerical-stability": "The softmax overflowed: subtract each row's max before exp, or use torch.softmax.",
+    "dtype-overflow": "Mask fill values must fit the dtype: use torch.finfo(scores.dtype).min or -inf, "
+                      "never -1e9 or float32's min in float16/bfloat16.",
+}
+
+
+@dataclass
+class AttentionCase:
+    """Inputs and reference results of one attention call, computed once per batch."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    keep: torch.Tensor | None
+    out: Expected
+    weights: Expected
+    rows: torch.Tensor | None = None
+    """Bool (..., Lq, 1): which query rows are compared (None = all)."""
+    alt_masks: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Concept -> the wrong keep mask that a classic mistake would use."""
+
+
+def attention_case(q, k, v, keep=None, *, rows=None, alt_masks=None) -> AttentionCase:
+    """Compute the float64 oracle and the naive same-dtype reference for these inputs."""
+    with reference.exact_float32():
+        o64, w64 = reference.oracle_attention(q, k, v, keep)
+        on, wn = reference.masked_attention(q, k, v, keep)
+    return AttentionCase(q, k, v, keep, Expected(o64, on, q.dtype), Expected(w64, wn, q.dtype),
+                         rows=rows, alt_masks=dict(alt_masks or {}))
+
+
+def fully_masked_rows(keep: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor:
+    """Bool (..., Lq, 1): rows with no visible key."""
+    if keep is None:
+        return torch.zeros(*shape[:-1], 1, dtype=torch.bool)
+    return ~keep.expand(shape).any(-1, keepdim=True)
+
+
+def _softmax64(scores: torch.Tensor, keep: torch.Tensor | None, dim: int = -1) -> torch.Tensor:
+    if keep is not None:
+        scores = scores.masked_fill(~keep, float("-inf"))
+    w = torch.softmax(scores, dim=dim)
+    return torch.nan_to_num(w, nan=0.0)
+
+
+def _mutants(a: AttentionCase) -> dict[str, torch.Tensor]:
+    """What each classic mistake would produce as weights, in float64."""
+    q, k = a.q.double().cpu(), a.k.double().cpu()
+    d = q.shape[-1]
+    raw = q @ k.transpose(-2, -1)
+    scores = raw / math.sqrt(d)
+    keep = a.keep.cpu() if a.keep is not None else None
+    out: dict[str, torch.Tensor] = {}
+    if keep is not None:
+        keep_b = keep.expand(scores.shape)
+        out["mask-fill-value"] = torch.softmax(scores.masked_fill(~keep_b, 0.0), -1)
+        out["mask-after-softmax"] = torch.softmax(scores, -1) * keep_b
+        for concept, alt in a.alt_masks.items():
+            out[concept] = _softmax64(scores, alt.cpu().expand(scores.shape))
+    out["softmax-axis"] = _softmax64(scores, keep, dim=-2)
+    out["scaling"] = _softmax64(raw, keep)
+    out["scaling/d"] = _softmax64(raw / d, keep)
+    return out
+
+
+def _rows_where(a: AttentionCase, shape) -> torch.Tensor | None:
+    return None if a.rows is None else a.rows.cpu().expand(shape)
+
+
+def diagnose_weights(actual_w: torch.Tensor, a: AttentionCase) -> str | None:
+    """The concept whose mistake the student's weights reproduce, if any."""
+    w = actual_w.detach().cpu().double()
+    where = _rows_where(a, w.shape)
+    ref = a.weights.oracle.cpu()
+    tol = 2e-3 if a.q.dtype in (torch.float32, torch.float64) else 3e-2
+
+    def dist(x: torch.Tensor, y: torch.Tensor) -> float:
+        diff = (x - y).abs()
+        if where is not None:
+            diff = diff[where]
+        return float(diff.max()) if diff.numel() else 0.0
+
+    for concept, mutant in _mutants(a).items():
+        if mutant.shape != w.shape:
+            continue
+        if dist(w, mutant) < tol and dist(ref, mutant) > 10 * tol:
+            return concept.split("/")[0]
+    return None
+
+
+def _heat_window(bad: list[int] | None, lq: int, lk: int) -> tuple[int, int]:
+    def start(i: int, n: int) -> int:
+        return max(0, min(i - WINDOW // 2, n - WINDOW)) if n > WINDOW else 0
+
+    if bad is None or len(bad) < 2:
+        return 0, 0
+    return start(bad[-2], lq), start(bad[-1], lk)
+
+
+def weight_evidence(actual_w: torch.Tensor, a: AttentionCase, bad: list[int] | None) -> dict:
+    """Heatmaps, leaking cells and row sums for the batch item and head where things went wrong."""
+    w = actual_w.detach().cpu().double()
+    ref = a.weights.oracle.cpu()
+    lead = list(bad[:-2]) if bad and len(bad) == w.dim() else [0] * (w.dim() - 2)
+    w2, ref2 = w[tuple(lead)], ref[tuple(lead)]
+    keep2 = a.keep.cpu().expand(ref.shape)[tuple(lead)] if a.keep is not None else torch.ones_like(ref2, dtype=torch.bool)
+    rows2 = _rows_where(a, ref.shape)[tuple(lead)][:, 0] if a.rows is not None else torch.ones(ref2.shape[0], dtype=torch.bool)
+    leak = (~keep2) & (w2.abs() > 1e-4) & rows2[:, None]
+    leaking = [list(map(int, ij)) for ij in torch.nonzero(leak)[:40].tolist()]
+    r0, c0 = _heat_window(bad, *ref2.shape)
+    sl = (slice(r0, r0 + WINDOW), slice(c0, c0 + WINDOW))
+    where_txt = ", ".join(f"{n} {i}" for n, i in zip(("batch", "head"), lead)) or "weights"
+    heat = Heatmap(title=where_txt, expected=ref2[sl].tolist(), actual=w2[sl].tolist(),
+                   keep=keep2[sl].tolist(), row_offset=r0, col_offset=c0)
+    sums = w2.sum(-1)
+    return dict(heatmaps=[heat], leaking_cells=leaking or None,
+                row_sums=[round(float(s), 6) for s in sums[:64]])
+
+
+def check_attention(result: object, a: AttentionCase, *, concept: str, message: str,
+                    what: str = "masked_attention") -> Verdict:
+    """Check (out, weights) against the reference and name the mistake when they differ."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        return Verdict.fail("signature", f"{what} must return a tuple (out, weights); it returned "
+                            f"{type(result).__name__}{'' if not isinstance(result, (tuple, list)) else f' of {len(result)}'}.")
+    out, w = result
+    for value, exp, name in ((out, a.out, "out"), (w, a.weights, "weights")):
+        bad = check_structure(value, tuple(exp.oracle.shape), exp.dtype, what=f"{what}'s {name}",
+                              shape_concept=concept)
+        if bad:
+            return bad
+    assert is_tensor(out) and is_tensor(w)
+    rows_out = _rows_where(a, out.shape)
+    rows_w = _rows_where(a, w.shape)
+    nan_rows = torch.isnan(out.detach().cpu())
+    if rows_out is not None:
+        nan_rows &= rows_out
+    if nan_rows.any():
+        empty = fully_masked_rows(a.keep.cpu() if a.keep is not None else None, tuple(a.weights.oracle.shape))
+        in_empty = bool((nan_rows & empty.expand(out.shape)).any())
+        c = "fully-masked-rows" if in_empty else "numerical-stability"
+        return Verdict.fail(c, "Your output contains NaN. " + MESSAGES[c],
+                            Evidence(nan_locations=nan_locations(out.detach().cpu().masked_fill(~nan_rows, 0))))
+    cw = compare(w, a.weights, where=rows_w)
+    co = compare(out, a.out, where=rows_out)
+    if cw.ok and co.ok:
+        return Verdict.ok()
+    if not cw.ok:
+        specific = diagnose_weights(w, a)
+        bad = list(cw.first_bad_index) if cw.first_bad_index is not None else None
+        extra = weight_evidence(w, a, bad)
+        if specific is None:
+            sums = torch.tensor(extra["row_sums"])
+            if extra["leaking_cells"]:
+                specific = "mask-fill-value" if concept not in ("causal-alignment", "padding-broadcast",
+                                                                 "mask-combination") else concept
+            elif a.keep is not None and bool((sums < 0.999).any() & (sums > 1e-9).any()):
+                specific = "mask-after-softmax"
+        c = specific or concept
+        msg = MESSAGES.get(c, message) if specific else message
+        return Verdict.fail(c, msg, evidence_of(cw, notes=[f"weights: {cw.reason}"], **extra))
+    return Verdict.fail(concept, "Your attention weights are right, but the output is not weights @ v. " + message,
+                        evidence_of(co, notes=[f"out: {co.reason}"]))

@@ -1,0 +1,108 @@
+"""Tensors -> Verdict: type, shape, dtype, NaN and value checks with the right tolerance rule.
+
+All comparisons run here, in the grader, on plain tensors the worker sent back. The numeric rule
+lives in ``reference.compare`` (fixed tolerance for fp32/fp64, FlashAttention's "at most twice
+a naive same-dtype implementation's error" for fp16/bf16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from grader.cases import Verdict
+from grader.results import Evidence
+from reference.compare import Comparison, compare_flash, compare_tensors, tolerance_for
+
+HALF = (torch.float16, torch.bfloat16)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The reference result of one tensor.
+
+    oracle: float64, computed from the same rounded inputs the student got.
+    naive:  the same computation in the input dtype (for the fp16/bf16 rule), else None.
+    dtype:  the dtype the student's tensor must have.
+    """
+
+    oracle: torch.Tensor
+    naive: torch.Tensor | None
+    dtype: torch.dtype
+
+
+def type_name(value: object) -> str:
+    t = type(value)
+    return t.__name__ if t.__module__ in ("builtins", None) else f"{t.__module__}.{t.__name__}"
+
+
+def is_tensor(value: object) -> bool:
+    return type(value) is torch.Tensor
+
+
+def not_a_tensor(value: object, what: str) -> Verdict:
+    got = getattr(value, "type_name", None) or type_name(value)
+    return Verdict.fail("signature", f"{what} should be a torch.Tensor, but your code returned {got}.",
+                        Evidence(notes=[f"{what}: got {got}"]))
+
+
+def nan_locations(t: torch.Tensor, limit: int = 5) -> list[list[int]]:
+    idx = torch.nonzero(torch.isnan(t.detach().to("cpu", torch.float64)))[:limit]
+    return [list(map(int, row)) for row in idx.tolist()]
+
+
+def check_structure(actual: object, shape: tuple[int, ...], dtype: torch.dtype, *, what: str,
+                    shape_concept: str) -> Verdict | None:
+    """Type, shape and dtype; None when all three are right."""
+    if not is_tensor(actual):
+        return not_a_tensor(actual, what)
+    assert isinstance(actual, torch.Tensor)
+    ev = Evidence(expected_shape=list(shape), actual_shape=list(actual.shape),
+                  expected_dtype=str(dtype), actual_dtype=str(actual.dtype))
+    if tuple(actual.shape) != tuple(shape):
+        return Verdict.fail(shape_concept, f"{what} has shape {tuple(actual.shape)}, expected {tuple(shape)}.", ev)
+    if actual.dtype != dtype:
+        return Verdict.fail("output-dtype", f"{what} is {actual.dtype}, but the inputs were {dtype}: "
+                            "keep the input dtype (no .float(), no float32 constants that promote it).", ev)
+    return None
+
+
+def compare(actual: torch.Tensor, exp: Expected, *, where: torch.Tensor | None = None,
+            atol: float | None = None, rtol: float | None = None, factor: float = 2.0) -> Comparison:
+    """Pick the rule by dtype: FlashAttention's rule for fp16/bf16 when a naive result exists."""
+    actual = actual.detach().to("cpu")
+    if exp.dtype in HALF and exp.naive is not None and atol is None:
+        return compare_flash(actual, exp.oracle.to("cpu"), exp.naive.detach().to("cpu"), factor=factor, where=where)
+    default_atol, default_rtol = tolerance_for(exp.dtype)
+    return compare_tensors(actual, exp.oracle.to("cpu"), atol=default_atol if atol is None else atol,
+                           rtol=default_rtol if rtol is None else rtol, where=where)
+
+
+def evidence_of(c: Comparison, **extra) -> Evidence:
+    return Evidence(
+        max_abs_error=c.max_abs_error, allowed_error=c.allowed_error,
+        first_bad_index=list(c.first_bad_index) if c.first_bad_index is not None else None,
+        expected_value=c.expected_value, actual_value=c.actual_value, **extra)
+
+
+def check_values(actual: object, exp: Expected, *, what: str, concept: str, message: str,
+                 where: torch.Tensor | None = None, nan_concept: str | None = None,
+                 atol: float | None = None, rtol: float | None = None) -> Verdict:
+    """Full check of one tensor against the reference; ``message`` explains a value mismatch."""
+    bad = check_structure(actual, tuple(exp.oracle.shape), exp.dtype, what=what, shape_concept=concept)
+    if bad:
+        return bad
+    assert isinstance(actual, torch.Tensor)
+    if actual.device.type == "meta":
+        return Verdict.fail("device-placement", f"{what} is on the meta device; it cannot be checked.")
+    selected = actual if where is None else actual.detach().to("cpu")[where.expand_as(actual.cpu())]
+    if torch.isnan(selected.detach().to("cpu")).any():
+        nans = nan_locations(actual.detach().to("cpu").masked_fill(~where.expand_as(actual.cpu()), 0)
+                             if where is not None else actual)
+        return Verdict.fail(nan_concept or concept, f"{what} contains NaN. " + message,
+                            Evidence(nan_locations=nans, actual_shape=list(actual.shape)))
+    c = compare(actual, exp, where=where, atol=atol, rtol=rtol)
+    if c.ok:
+        return Verdict.ok()
+    return Verdict.fail(concept, message, evidence_of(c, notes=[f"{what}: {c.reason}"]))

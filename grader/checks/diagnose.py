@@ -1,0 +1,38 @@
+"""Student exceptions -> concept: many classic mistakes announce themselves in PyTorch's errors."""
+
+from __future__ import annotations
+
+# (substring of "Type: message", concept), first match wins.
+_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("without overflow", "dtype-overflow"),
+    ("value cannot be converted to type", "dtype-overflow"),
+    ("to have the same dtype", "dtype-overflow"),
+    ("expected scalar type", "dtype-overflow"),
+    ("expected m1 and m2", "dtype-overflow"),
+    ("is not on the expected device", "device-placement"),
+    ("expected all tensors to be on the same device", "device-placement"),
+    ("on device meta", "device-placement"),
+    ("unexpected keyword argument", "signature"),
+    ("required positional argument", "signature"),
+    ("positional argument but", "signature"),
+    ("positional arguments but", "signature"),
+    ("is not callable", "signature"),
+    ("has no attribute", "signature"),
+)
+
+INCONCLUSIVE_ON_META = ("cannot be called on meta tensors", "item() on meta", "cannot be called on meta")
+
+
+def concept_of_exception(exc_type: str, message: str, default: str) -> str:
+    text = f"{exc_type}: {message}".lower()
+    for needle, concept in _PATTERNS:
+        if needle.lower() in text:
+            return concept
+    return default
+
+
+def is_meta_inconclusive(message: str) -> bool:
+    """A data-dependent step (``.item()``, ``if mask.any():``) cannot run on meta tensors: that
+    says nothing about device placement, so such a case is not failed for it."""
+    low = message.lower()
+    return any(n.lower() in low for n in INCONCLUSIVE_ON_META)

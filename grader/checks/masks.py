@@ -1,0 +1,63 @@
+"""Checking a boolean mask a student built, and naming the mistake when it is wrong."""
+
+from __future__ import annotations
+
+import torch
+
+from grader.cases import Verdict
+from grader.checks.compare import check_structure, is_tensor
+from grader.results import Evidence, Heatmap
+
+MASK_MESSAGES = {
+    "causal-diagonal": "Your mask hides the diagonal: a token may attend to itself, so use tril() "
+                       "(diagonal=0), not tril(-1).",
+    "causal-alignment": "With fewer queries than keys, the queries are the last positions: query i may see "
+                        "keys j <= k_len - q_len + i (bottom-right), not a top-left triangle.",
+    "mask-combination": "Keep masks combine with AND: a key is visible only if it is real and not in the future.",
+    "padding-broadcast": "Padding masks mark real tokens with True; with side='left' the real tokens sit at the end.",
+    "inverted": "Your mask uses the opposite convention: here True means 'may attend' (or 'real token').",
+}
+
+
+def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: str, message: str,
+               alternatives: dict[str, torch.Tensor] | None = None) -> Verdict:
+    """Exact comparison of a bool mask; ``alternatives`` maps a concept to the mask that mistake builds."""
+    bad = check_structure(actual, tuple(expected.shape), torch.bool, what=what, shape_concept=concept)
+    if bad:
+        if bad.concept == "output-dtype":
+            return Verdict.fail(concept, f"{what} must be a bool tensor (True = may attend); yours is "
+                                f"{getattr(actual, 'dtype', '?')}.", bad.evidence)
+        return bad
+    assert is_tensor(actual)
+    if actual.device.type == "meta":
+        return Verdict.fail("device-placement", f"{what} unexpectedly came back on the meta device.")
+    got, exp = actual.cpu(), expected.cpu()
+    if torch.equal(got, exp):
+        return Verdict.ok()
+    wrong = torch.nonzero(got != exp)
+    first = [int(i) for i in wrong[0].tolist()]
+    ev = Evidence(first_bad_index=first, expected_value=float(exp[tuple(first)]),
+                  actual_value=float(got[tuple(first)]), heatmaps=mask_heatmaps(got, exp),
+                  notes=[f"{len(wrong)} of {exp.numel()} cells differ"])
+    if torch.equal(got, ~exp):
+        return Verdict.fail(concept, MASK_MESSAGES["inverted"], ev)
+    for alt_concept, alt in (alternatives or {}).items():
+        if alt.shape == got.shape and torch.equal(got, alt.cpu()):
+            return Verdict.fail(alt_concept, MASK_MESSAGES.get(alt_concept, message), ev)
+    return Verdict.fail(concept, message, ev)
+
+
+def mask_heatmaps(got: torch.Tensor, exp: torch.Tensor, limit: int = 3) -> list[Heatmap]:
+    """One 2-D grid per leading index (batch item), at most ``limit``, where the masks differ first."""
+    g2 = got.reshape(-1, *got.shape[-2:]) if got.dim() >= 2 else got.reshape(1, 1, -1)
+    e2 = exp.reshape(-1, *exp.shape[-2:]) if exp.dim() >= 2 else exp.reshape(1, 1, -1)
+    maps = []
+    for i in range(g2.shape[0]):
+        if len(maps) >= limit:
+            break
+        if exp.dim() > 2 and torch.equal(g2[i], e2[i]):
+            continue
+        title = "mask" if g2.shape[0] == 1 else f"item {i}"
+        maps.append(Heatmap(title=title, expected=e2[i][:16, :16].float().tolist(),
+                            actual=g2[i][:16, :16].float().tolist(), keep=e2[i][:16, :16].tolist(), kind="mask"))
+    return maps

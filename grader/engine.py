@@ -1,0 +1,200 @@
+"""Grade one loaded submission: run every case against a sandboxed worker, never against student
+code in this process.
+
+Setups (inputs and reference results) do not depend on the submission, so one ``Engine`` computes
+each once and reuses it for every submission of a batch. A worker that times out or dies costs the
+case it was running; a fresh worker runs the rest (up to ``max_restarts``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from grader import __version__
+from grader.assignments import Assignment
+from grader.cases import CaseInstance, Setup, SetupContext, Verdict
+from grader.checks.diagnose import concept_of_exception, is_meta_inconclusive
+from grader.load import LoadedSubmission, load_submission
+from grader.results import (
+    CONCEPTS, AssignmentInfo, CaseResult, Environment, Evidence, GradeReport, LoadInfo, Outcome, Points,
+    SubmissionInfo,
+)
+from grader.errors import AssignmentSpecError
+from grader.sandbox import Limits, Sandbox, SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
+from grader.scoring import total
+from grader.student import Student
+
+
+def limits_for(assignment: Assignment) -> Limits:
+    """The sandbox limits an assignment's spec.toml asks for ([limits] table), over the defaults."""
+    known = {f.name for f in dataclasses.fields(Limits)}
+    unknown = sorted(set(assignment.limits) - known)
+    if unknown:
+        raise AssignmentSpecError(f"{assignment.dir / 'spec.toml'}: unknown limits {', '.join(unknown)}; "
+                                  f"known: {', '.join(sorted(known))}")
+    return Limits(**assignment.limits)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    outcome: Outcome
+    verdict: Verdict
+
+
+class Engine:
+    def __init__(self, assignment: Assignment, sandbox: Sandbox, *, public_only: bool = False,
+                 device: torch.device | str = "cpu", max_restarts: int = 3):
+        self.assignment = assignment
+        self.sandbox = sandbox
+        self.public_only = public_only
+        self.device = torch.device(device)
+        self.max_restarts = max_restarts
+        self.instances = assignment.instances(public_only=public_only)
+        self._setups: dict[str, Setup] = {}
+
+    # --- reference side (once per batch) ---------------------------------------------------
+
+    def setup(self, inst: CaseInstance) -> Setup:
+        s = self._setups.get(inst.id)
+        if s is None:
+            ctx = SetupContext(inst.generator(self.assignment.seed), inst.param, self.device)
+            s = self._setups[inst.id] = inst.case.setup(ctx)
+        return s
+
+    def prepare(self) -> None:
+        """Compute every case's inputs and reference results now (before forking workers)."""
+        for inst in self.instances:
+            self.setup(inst)
+
+    def environment(self) -> Environment:
+        dtypes = sorted({str(t.dtype) for s in self._setups.values() for t in s.inputs.values()
+                         if isinstance(t, torch.Tensor) and t.is_floating_point()})
+        return Environment(grader_version=__version__, torch_version=torch.__version__,
+                           python_version=platform.python_version(), device=str(self.device),
+                           isolation=self.sandbox.isolation, dtypes=dtypes)
+
+    # --- one submission ---------------------------------------------------------------------
+
+    def grade_path(self, path: Path, *, student_id: str | None = None) -> GradeReport:
+        sub = load_submission(path, main_module=self.assignment.main_module, cell_tag=self.assignment.cell_tag)
+        return self.grade(sub, student_id=student_id)
+
+    def grade(self, sub: LoadedSubmission, *, student_id: str | None = None) -> GradeReport:
+        info = SubmissionInfo(id=student_id or sub.id, sha256=sub.sha256, filename=Path(sub.path).name, kind=sub.kind)
+        if sub.error:
+            return self._report(info, self._all_failed("load-error", sub.error), LoadInfo(ok=False, message=sub.error))
+        worker = self.sandbox.open(sub)
+        try:
+            if not worker.load.ok:
+                concept = "timeout" if "time" in worker.load.message.lower() else "load-error"
+                results = self._all_failed(concept, worker.load.message)
+            else:
+                results, worker = self._run_cases(sub, worker)
+            stdout, stderr = worker.output()
+            load = LoadInfo(ok=worker.load.ok, message=worker.load.message,
+                            cell_errors=list(worker.load.cell_errors), stdout=stdout, stderr=stderr)
+        finally:
+            worker.close()
+        return self._report(info, results, load)
+
+    def _run_cases(self, sub: LoadedSubmission, worker) -> tuple[list[CaseResult], object]:
+        """Run every case; returns the results and the worker alive at the end (for its output)."""
+        missing = self._missing_names(worker)
+        results: list[CaseResult] = []
+        restarts = 0
+        deadline = time.monotonic() + self.sandbox.limits.submission_timeout_s
+        for inst in self.instances:
+            absent = [n for n in inst.case.uses if n in missing]
+            if absent:
+                results.append(self._result(inst, Outcome.ERROR, Verdict.fail("signature", missing[absent[0]])))
+                continue
+            if restarts > self.max_restarts:
+                results.append(self._result(inst, Outcome.ERROR, Verdict.fail(
+                    "crash", f"Not run: your code crashed or timed out {restarts} times in this submission.")))
+                continue
+            if time.monotonic() > deadline:
+                results.append(self._result(inst, Outcome.TIMEOUT, Verdict.fail(
+                    "timeout", "Not run: the whole submission ran past its time limit.")))
+                continue
+            t0 = time.perf_counter()
+            done = self._run_one(inst, worker)
+            results.append(self._result(inst, done.outcome, done.verdict, time.perf_counter() - t0))
+            if done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash":
+                worker.close()
+                restarts += 1
+                worker = self.sandbox.open(sub)
+        return results, worker
+
+    def _run_one(self, inst: CaseInstance, worker) -> _Outcome:
+        try:
+            v = inst.case.check_fn(Student(worker), self.setup(inst), inst.param)
+            return _Outcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
+        except StudentError as e:
+            if inst.case.concept == "device-placement" and is_meta_inconclusive(e.message):
+                return _Outcome(Outcome.PASSED, Verdict.ok(
+                    "Inconclusive on the meta device (a data-dependent step such as .item()); not counted against you."))
+            concept = concept_of_exception(e.exc_type, e.message, inst.case.concept)
+            return _Outcome(Outcome.ERROR, Verdict.fail(
+                concept, f"Your code raised {e.exc_type}: {_short(e.message)}. {CONCEPTS[concept]}.",
+                Evidence(traceback=e.traceback)))
+        except WorkerTimeout as e:
+            return _Outcome(Outcome.TIMEOUT, Verdict.fail(
+                "timeout", f"Your code ran past the time limit ({e}). Look for an endless loop or a very slow step."))
+        except WorkerCrashed as e:
+            return _Outcome(Outcome.ERROR, Verdict.fail("crash", f"The process running your code died: {e}."))
+        except WireError as e:
+            return _Outcome(Outcome.ERROR, Verdict.fail(
+                "signature", f"Your code returned something the grader cannot accept: {e}."))
+
+    def _missing_names(self, worker) -> dict[str, str]:
+        """Entry point -> message, for entry points the submission lacks or defines as the wrong kind."""
+        out: dict[str, str] = {}
+        for ep in self.assignment.entry_points:
+            try:
+                info = worker.describe(ep.name)
+            except SandboxError as e:
+                out[ep.name] = f"Could not inspect '{ep.name}': {e}"
+                continue
+            if info.kind == ep.kind:
+                continue
+            found = ", ".join(getattr(info, "available", ()) or ()) or "nothing callable"
+            if info.kind == "missing":
+                out[ep.name] = (f"Your submission defines no '{ep.name}'; found: {found}. "
+                                f"Define {ep.signature}.")
+            else:
+                out[ep.name] = f"'{ep.name}' should be a {ep.kind} ({ep.signature}), but yours is a {info.kind}."
+        return out
+
+    # --- building results -------------------------------------------------------------------
+
+    def _result(self, inst: CaseInstance, outcome: Outcome, v: Verdict, duration: float = 0.0) -> CaseResult:
+        passed = outcome is Outcome.PASSED
+        return CaseResult(
+            id=inst.id, title=inst.case.title, outcome=outcome,
+            points=Points(inst.points if passed else 0.0, inst.points), hidden=inst.case.hidden,
+            concept=None if passed else (v.concept or inst.case.concept), message=v.message,
+            evidence=v.evidence, duration_s=round(duration, 4))
+
+    def _all_failed(self, concept: str, message: str) -> list[CaseResult]:
+        outcome = Outcome.TIMEOUT if concept == "timeout" else Outcome.ERROR
+        return [self._result(i, outcome, Verdict.fail(concept, message)) for i in self.instances]
+
+    def _report(self, info: SubmissionInfo, results: list[CaseResult], load: LoadInfo) -> GradeReport:
+        a = self.assignment
+        return GradeReport(
+            submission=info, assignment=AssignmentInfo(a.id, a.version, a.title), score=total(results),
+            cases=results, load=load, environment=self.environment(),
+            graded_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+            public_only=self.public_only)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,196 @@
+"""The class dashboard `index.html`: score histogram, failure rates, a table of students, run metadata.
+
+Pure view-model builders plus one render function; the writer is the only I/O.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from urllib.parse import quote
+
+from grader.report.concepts import class_phrase
+from grader.report.html import render_page, write_text_atomic
+from grader.report.text import fmt_points, one_line
+from grader.results import CONCEPTS, GradeReport, Outcome
+
+HIST_BINS = 10
+HIST_W, HIST_H, HIST_PAD = 560.0, 170.0, 28.0
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What one grading run was: shown on the dashboard and in the Markdown summary."""
+
+    assignment: str = ""
+    version: str = ""
+    title: str = ""
+    grader_version: str = ""
+    date: str = ""
+    """ISO 8601 time of the run (defaults to the latest graded_at)."""
+    isolation: str = ""
+    """Sandbox level(s) used, e.g. "bwrap+cgroup"."""
+    public_only: bool = False
+
+    @classmethod
+    def from_reports(cls, reports: list[GradeReport]) -> RunInfo:
+        """Derive the metadata from the reports themselves (used when re-rendering saved results)."""
+        if not reports:
+            return cls()
+        first = reports[0]
+        isolations = sorted({r.environment.isolation for r in reports})
+        return cls(first.assignment.id, first.assignment.version, first.assignment.title,
+                   first.environment.grader_version, max(r.graded_at for r in reports), ", ".join(isolations),
+                   all(r.public_only for r in reports))
+
+    @classmethod
+    def coerce(cls, run: RunInfo | Mapping[str, object] | None, reports: list[GradeReport]) -> RunInfo:
+        """A RunInfo from a RunInfo, a dict of its fields (unknown keys refused) or None; blanks filled from the reports."""
+        base = cls.from_reports(reports)
+        if run is None:
+            return base
+        given = {f.name: getattr(run, f.name) for f in fields(cls)} if isinstance(run, RunInfo) else dict(run)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise ValueError(f"unknown run fields {unknown}; known: {sorted(known)}")
+        merged = {k: (given[k] if given.get(k) not in (None, "") else getattr(base, k)) for k in known}
+        return cls(**merged)
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    count: int
+    label: str
+    tooltip: str
+
+
+@dataclass(frozen=True)
+class Rate:
+    key: str
+    label: str
+    sentence: str
+    count: int
+    total: int
+    percent: int
+    hidden: bool = False
+
+
+@dataclass(frozen=True)
+class StudentRow:
+    id: str
+    href: str
+    percent: float
+    percent_text: str
+    points: str
+    failing: str
+    status: str
+    graded_at: str
+
+
+@dataclass(frozen=True)
+class DashboardView:
+    run: RunInfo
+    n_graded: int
+    mean: str
+    median: str
+    histogram: list[Bar]
+    hist_axis_y: float
+    concept_rates: list[Rate]
+    case_rates: list[Rate]
+    students: list[StudentRow]
+
+
+def report_filename(student_id: str) -> str:
+    """The per-student HTML file name: the id with anything but [A-Za-z0-9._@+=-] replaced, never hidden."""
+    safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._@+=-") else "_" for ch in student_id)
+    safe = safe.lstrip(".") or "_"
+    return safe[:180]
+
+
+def _histogram(percents: list[float]) -> list[Bar]:
+    counts = [0] * HIST_BINS
+    for p in percents:
+        counts[min(HIST_BINS - 1, max(0, int(p // (100 / HIST_BINS))))] += 1
+    top = max(counts + [1])
+    slot = (HIST_W - HIST_PAD) / HIST_BINS
+    bars = []
+    for i, n in enumerate(counts):
+        h = (HIST_H - 2 * HIST_PAD) * n / top
+        lo, hi = i * 10, i * 10 + 10
+        label = f"{lo}–{hi}" if i < HIST_BINS - 1 else f"{lo}–100"
+        bars.append(Bar(HIST_PAD + i * slot + 2, HIST_H - HIST_PAD - h, slot - 4, h, n, label,
+                        f"{n} student{'s' if n != 1 else ''} scored {label} %"))
+    return bars
+
+
+def _concept_rates(reports: list[GradeReport]) -> list[Rate]:
+    total = len(reports)
+    counts: dict[str, int] = {}
+    for r in reports:
+        for c in r.concepts_failed():
+            counts[c] = counts.get(c, 0) + 1
+    order = list(CONCEPTS)
+    rates = [Rate(c, CONCEPTS.get(c, c), f"{round(100 * n / total)} % of the class {class_phrase(c)}",
+                  n, total, round(100 * n / total)) for c, n in counts.items()]
+    return sorted(rates, key=lambda r: (-r.count, order.index(r.key) if r.key in order else len(order)))
+
+
+def _case_rates(reports: list[GradeReport]) -> list[Rate]:
+    seen: dict[str, tuple[str, bool]] = {}
+    fails: dict[str, int] = {}
+    have: dict[str, int] = {}
+    for r in sorted(reports, key=lambda r: r.submission.id):
+        for c in r.cases:
+            seen.setdefault(c.id, (c.title, c.hidden))
+            have[c.id] = have.get(c.id, 0) + 1
+            fails[c.id] = fails.get(c.id, 0) + (c.outcome is not Outcome.PASSED)
+    out = []
+    for cid, (title, hidden) in seen.items():
+        pct = round(100 * fails[cid] / have[cid])
+        out.append(Rate(one_line(cid, 120), one_line(title, 200),
+                        f"{pct} % did not pass {one_line(title, 200)}", fails[cid], have[cid], pct, hidden))
+    return out
+
+
+def _student_row(r: GradeReport) -> StudentRow:
+    status = "could not load" if not r.load.ok else ("self-check" if r.public_only else "graded")
+    failing = ", ".join(r.concepts_failed())
+    return StudentRow(one_line(r.submission.id, 120), quote(report_filename(r.submission.id) + ".html"),
+                      round(r.score.percent, 2), r.score.display_percent(),
+                      f"{fmt_points(r.score.earned)} / {fmt_points(r.score.possible)}",
+                      one_line(failing, 400), status, one_line(r.graded_at, 40))
+
+
+def build_dashboard(reports: list[GradeReport], run: RunInfo) -> DashboardView:
+    percents = [r.score.percent for r in reports]
+    return DashboardView(
+        run=run, n_graded=len(reports),
+        mean=f"{statistics.fmean(percents):.0f} %" if percents else "—",
+        median=f"{statistics.median(percents):.0f} %" if percents else "—",
+        histogram=_histogram(percents), hist_axis_y=HIST_H - HIST_PAD,
+        concept_rates=_concept_rates(reports) if reports else [],
+        case_rates=_case_rates(reports),
+        students=[_student_row(r) for r in sorted(reports, key=lambda r: r.submission.id)],
+    )
+
+
+def render_dashboard(reports: list[GradeReport], *, run: RunInfo | Mapping[str, object] | None = None) -> str:
+    """The instructor's `index.html` for a batch of graded submissions."""
+    info = RunInfo.coerce(run, reports)
+    view = build_dashboard(reports, RunInfo(**{f.name: one_line(v, 200) if isinstance(v := getattr(info, f.name), str)
+                                               else v for f in fields(RunInfo)}))
+    return render_page("dashboard.html", "dashboard.js", d=view, hist_w=HIST_W, hist_h=HIST_H, hist_pad=HIST_PAD)
+
+
+def write_dashboard(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
+                    run: RunInfo | Mapping[str, object] | None = None) -> Path:
+    """Write `<out_dir>/index.html`; returns its path."""
+    return write_text_atomic(Path(out_dir) / "index.html", render_dashboard(reports, run=run))

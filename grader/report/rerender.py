@@ -1,0 +1,100 @@
+"""Writing every output of a batch, and writing them again from saved JSON without grading.
+
+Layout under `out_dir`:
+    results/<id>.json      canonical GradeReport JSON
+    <id>.html              the student's report
+    index.html             the class dashboard
+    grades.csv, junit.xml, summary.md, gradescope/<id>.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.errors import GraderError
+from grader.report.dashboard import RunInfo, report_filename, write_dashboard
+from grader.report.exports import write_gradescope, write_grades_csv, write_junit, write_markdown
+from grader.report.html import write_submission, write_text_atomic
+from grader.results import GradeReport, report_from_dict, to_dict
+
+
+class ResultsUnreadable(GraderError):
+    """A saved result file is not a GradeReport this grader can read."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """Paths written by `write_all`."""
+
+    reports: list[Path]
+    index: Path
+    grades_csv: Path
+    gradescope: list[Path]
+    junit: Path
+    summary: Path
+    results: list[Path]
+
+
+def _check_unique_names(reports: list[GradeReport]) -> None:
+    names: dict[str, str] = {}
+    for r in reports:
+        name = report_filename(r.submission.id)
+        if name in names and names[name] != r.submission.id:
+            raise GraderError(f"student ids {names[name]!r} and {r.submission.id!r} would share the file "
+                              f"{name}.html; rename one submission")
+        names[name] = r.submission.id
+
+
+def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str]) -> Path:
+    """`<results_dir>/<id>.json`, the canonical form (NaN/inf as strings, so strict JSON)."""
+    text = json.dumps(to_dict(report), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return write_text_atomic(Path(results_dir) / f"{report_filename(report.submission.id)}.json", text)
+
+
+def write_all(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
+              run: RunInfo | Mapping[str, object] | None = None, release_hidden: bool = False,
+              write_results: bool = True) -> Written:
+    """Write the per-student reports, the dashboard and every export (and the JSON, unless told not to)."""
+    out = Path(out_dir)
+    _check_unique_names(reports)
+    info = RunInfo.coerce(run, reports)
+    results = [write_result_json(r, out / "results") for r in reports] if write_results else []
+    pages = [write_submission(r, out / f"{report_filename(r.submission.id)}.html", release_hidden=release_hidden)
+             for r in reports]
+    return Written(
+        reports=pages,
+        index=write_dashboard(reports, out, run=info),
+        grades_csv=write_grades_csv(reports, out / "grades.csv"),
+        gradescope=write_gradescope(reports, out / "gradescope", release_hidden=release_hidden),
+        junit=write_junit(reports, out / "junit.xml"),
+        summary=write_markdown(reports, out / "summary.md", run=info),
+        results=results,
+    )
+
+
+def load_results(results_dir: str | os.PathLike[str]) -> list[GradeReport]:
+    """Every `*.json` GradeReport in `results_dir`, sorted by file name."""
+    folder = Path(results_dir)
+    if not folder.is_dir():
+        raise ResultsUnreadable(f"no results folder at {folder}; expected <out>/results/<student_id>.json files")
+    reports = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            reports.append(report_from_dict(json.loads(path.read_text(encoding="utf-8"))))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ResultsUnreadable(f"{path} is not a readable grading result: {e}") from e
+    if not reports:
+        raise ResultsUnreadable(f"{folder} holds no *.json results")
+    return reports
+
+
+def rerender(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
+             run: RunInfo | Mapping[str, object] | None = None, release_hidden: bool = False) -> Written:
+    """Re-create the HTML and exports from saved results (default out_dir: the results folder's parent)."""
+    reports = load_results(results_dir)
+    target = Path(out_dir) if out_dir is not None else Path(results_dir).resolve().parent
+    return write_all(reports, target, run=run, release_hidden=release_hidden, write_results=False)

@@ -1,0 +1,43 @@
+"""Errors raised by `Worker` methods; all are `SandboxError`s."""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base class: something went wrong running the submission in its worker."""
+
+
+class StudentError(SandboxError):
+    """The student's code raised. `traceback` is cut to the student's own frames."""
+
+    def __init__(self, exc_type: str, message: str, traceback: str = ""):
+        super().__init__(f"{exc_type}: {message}" if message else exc_type)
+        self.exc_type = exc_type
+        self.message = message
+        self.traceback = traceback
+
+
+class WorkerTimeout(SandboxError):
+    """The worker ran past a wall-clock limit and was killed (with everything it started)."""
+
+    def __init__(self, phase: str, seconds: float):
+        super().__init__(f"time limit of {seconds:g} s exceeded while {phase}")
+        self.phase = phase
+        self.seconds = seconds
+
+
+class WorkerCrashed(SandboxError):
+    """The worker died: kind is "memory", "signal", "exit", "output" or "protocol"."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+class WireError(SandboxError):
+    """Bytes on the channel that do not form a valid frame or value."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message

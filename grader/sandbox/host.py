@@ -1,0 +1,824 @@
+"""Grader side of the sandbox: choose the isolation level, start workers, enforce limits, validate replies.
+
+The grader never imports student code. It talks to each worker over a dedicated socket (never the
+worker's stdout) in wire frames, with every deadline enforced here: a worker past its time is
+killed with SIGKILL together with everything it started.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.results import CellError
+from grader.sandbox import jail
+from grader.sandbox.errors import SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
+from grader.sandbox.wire import (MAX_HEADER_BYTES, PREFIX, Handle, Opaque, check_prefix, decode_frame,
+                                 encode_frame)
+
+LINUX = sys.platform.startswith("linux")
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every limit applied to one submission's worker."""
+
+    import_timeout_s: float = 60.0
+    """Wall clock for running all code units (the notebook's cells / the module body)."""
+    call_timeout_s: float = 10.0
+    """Wall clock for one call (function, method, state_dict, vjp)."""
+    submission_timeout_s: float = 300.0
+    """Wall clock for the worker's whole life; RLIMIT_CPU is twice this."""
+    memory_bytes: int = 2 * GiB
+    max_pids: int = 64
+    """Processes and threads (cgroup pids.max)."""
+    max_file_bytes: int = 16 << 20
+    max_output_bytes: int = 64 << 10
+    """Captured stdout / stderr kept per stream."""
+    kill_output_bytes: int = 8 << 20
+    """Total output past which the worker is killed."""
+    max_result_bytes: int = 256 << 20
+    """Largest reply payload accepted from a worker."""
+    start_timeout_s: float = 120.0
+    """Worker start-up (a fresh process imports torch); not charged to the student."""
+
+
+@dataclass(frozen=True)
+class NameInfo:
+    name: str
+    kind: str
+    """"function", "class", "missing" or "other"."""
+    signature: str | None
+    params: tuple[str, ...] = ()
+    available: tuple[str, ...] = ()
+    """Top-level functions and classes the submission defines (for "did you mean" messages)."""
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    ok: bool
+    """False when nothing can be graded (crash, timeout, or no unit ran and nothing was defined)."""
+    message: str = ""
+    cell_errors: list[CellError] = field(default_factory=list)
+    failure: SandboxError | None = None
+    """The WorkerTimeout / WorkerCrashed that ended loading, if any."""
+    defined: tuple[str, ...] = ()
+
+
+_LIVE: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
+_SEQ = itertools.count(1)
+
+
+@atexit.register
+def _close_all() -> None:
+    for sb in list(_LIVE):
+        sb.close()
+
+
+def _child_env(device: str) -> dict[str, str]:
+    import grader
+
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1",
+           "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))}
+    if device.startswith("cuda") and "CUDA_VISIBLE_DEVICES" in os.environ:
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    return env
+
+
+class Sandbox:
+    """Owns the warm zygote and the isolation level; opens one `Worker` per submission."""
+
+    def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
+                 isolation: str = "auto"):
+        """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only)."""
+        self.limits = limits
+        self.device = device
+        self._lock = threading.Lock()
+        self._workers: "weakref.WeakSet[Worker]" = weakref.WeakSet()
+        self._closed = False
+        self._zygote: subprocess.Popen | None = None
+        self._zsock: socket.socket | None = None
+        self._root = tempfile.mkdtemp(prefix="grader-sbx-")
+        os.chmod(self._root, 0o711)
+        self._env = _child_env(device)
+        _LIVE.add(self)
+        self._plan = self._choose(isolation)
+        self.features: frozenset[str] = frozenset(self._plan["features"])
+        order = ["namespaces", "uid", "landlock", "cgroup", "rss", "rlimits"]
+        base = [] if "namespaces" in self.features else ["process"]
+        self.isolation: str = "+".join(base + [f for f in order if f in self.features])
+        if use_zygote and LINUX:
+            self._start_zygote()
+
+    # -- level --
+    def _choose(self, isolation: str) -> dict:
+        feats = {"rlimits"}
+        plan: dict[str, Any] = {"features": feats, "cgroup_bases": None, "hide": [], "expose": [],
+                                "read_paths": [], "landlock_abi": 0, "userns": False}
+        if isolation not in ("auto", "process"):
+            raise ValueError(f"isolation must be 'auto' or 'process', not {isolation!r}")
+        if isolation == "process" or not LINUX:
+            feats.add("rss")
+            return plan
+        # Run jail.py as a script: it needs only the standard library, so the probe costs ~50 ms.
+        out = subprocess.run([sys.executable, "-I", jail.__file__], capture_output=True,
+                             env=self._env, timeout=60, cwd=self._root)
+        probe = json.loads(out.stdout) if out.returncode == 0 else {}
+        if probe.get("namespaces"):
+            feats.add("namespaces")
+            plan["userns"] = bool(probe.get("userns"))
+        plan["read_paths"] = jail.read_allowlist()
+        if probe.get("root"):
+            hide = jail.hidden_ancestors(plan["read_paths"])
+            if not hide or "namespaces" in feats:
+                feats.add("uid")
+                plan["hide"] = hide
+                plan["expose"] = [p for p in plan["read_paths"]
+                                  if any(p.startswith(h + "/") for h in hide)]
+        if probe.get("landlock", 0) >= 1:
+            feats.add("landlock")
+            plan["landlock_abi"] = probe["landlock"]
+        mem, pids = jail.cgroup_base("memory"), jail.cgroup_base("pids")
+        if mem and pids:
+            feats.add("cgroup")
+            plan["cgroup_bases"] = (mem, pids)
+        else:
+            feats.add("rss")
+        return plan
+
+    # -- zygote --
+    def _start_zygote(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        debug = os.environ.get("GRADER_SANDBOX_DEBUG")
+        try:
+            self._zygote = subprocess.Popen(
+                [sys.executable, "-m", "grader.sandbox.zygote", str(child.fileno())],
+                pass_fds=[child.fileno()], env=self._env, cwd=self._root, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=None if debug else subprocess.DEVNULL,
+                start_new_session=True)
+        finally:
+            child.close()
+        self._zsock = parent
+        parent.settimeout(self.limits.start_timeout_s)
+        try:
+            ready = json.loads(parent.recv(4096) or b"{}")
+        except (OSError, ValueError):
+            ready = {}
+        parent.settimeout(None)
+        if not ready.get("ready"):
+            self._stop_zygote()
+            raise SandboxError("the sandbox zygote did not start")
+
+    def _stop_zygote(self) -> None:
+        if self._zsock is not None:
+            self._zsock.close()
+            self._zsock = None
+        if self._zygote is not None:
+            try:
+                self._zygote.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self._zygote.kill()
+                self._zygote.wait()
+            self._zygote = None
+
+    @property
+    def uses_zygote(self) -> bool:
+        return self._zygote is not None
+
+    # -- workers --
+    def open(self, sub) -> "Worker":
+        """Start a worker for `sub` and run its code units. Never raises for the student's faults."""
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        w = self._spawn(main=_main_name(sub), files=dict(getattr(sub, "files", {}) or {}))
+        w.load = w._run_units(list(sub.units))
+        return w
+
+    def _spawn(self, *, main: str = "submission.py", files: dict[str, bytes] | None = None) -> "Worker":
+        seq = next(_SEQ)
+        scratch = tempfile.mkdtemp(dir=self._root, prefix=f"w{seq}-")
+        _write_files(scratch, files or {})
+        cgroups = self._make_cgroups(seq)
+        plan, lim = self._plan, self.limits
+        cfg = {
+            "features": sorted(plan["features"] - {"rss"}), "scratch": scratch, "main": main,
+            "hide": plan["hide"], "expose": plan["expose"], "read_paths": plan["read_paths"],
+            "landlock_abi": plan["landlock_abi"], "userns": plan["userns"], "cgroups": cgroups,
+            "cpu_seconds": int(2 * lim.submission_timeout_s) + 1, "max_file_bytes": lim.max_file_bytes,
+            "sys_path": [p for p in sys.path if p and os.path.isdir(p) and not _is_ours(p)],
+            "address_space": (max(3 * GiB, lim.memory_bytes + 3 * GiB // 2)
+                              if "rss" in self.features and self.device == "cpu" else 0),
+            "nproc": 0, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+        h_ch, c_ch = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        h_st, c_st = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        proc = None
+        sup_pid = None
+        try:
+            if self._zygote is not None:
+                with self._lock:
+                    socket.send_fds(self._zsock, [b'{"op": "spawn"}'],
+                                    [c_st.fileno(), c_ch.fileno(), out_w, err_w])
+                    reply = json.loads(self._zsock.recv(4096) or b"{}")
+                sup_pid = reply.get("pid")
+                if not sup_pid:
+                    raise SandboxError(f"the zygote could not start a worker: {reply}")
+            else:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "grader.sandbox.worker", str(c_st.fileno()), str(c_ch.fileno())],
+                    pass_fds=[c_st.fileno(), c_ch.fileno()], stdin=subprocess.DEVNULL, stdout=out_w,
+                    stderr=err_w, env=self._env, cwd=scratch, start_new_session=True)
+                sup_pid = proc.pid
+        finally:
+            for s in (c_ch, c_st):
+                s.close()
+            for fd in (out_w, err_w):
+                os.close(fd)
+        w = Worker(self, scratch=scratch, cgroups=cgroups, channel=h_ch, status=h_st, out_fd=out_r,
+                   err_fd=err_r, supervisor=sup_pid, proc=proc)
+        self._workers.add(w)
+        h_st.sendall((json.dumps(cfg) + "\n").encode())
+        w._start()
+        return w
+
+    def _make_cgroups(self, seq: int) -> list[str]:
+        if not self._plan["cgroup_bases"]:
+            return []
+        mem_base, pids_base = self._plan["cgroup_bases"]
+        name = f"grader-{os.getpid()}-{seq}"
+        mem, pids = os.path.join(mem_base, name), os.path.join(pids_base, name)
+        os.mkdir(mem)
+        os.mkdir(pids)
+        _write(os.path.join(mem, "memory.limit_in_bytes"), str(self.limits.memory_bytes))
+        try:
+            _write(os.path.join(mem, "memory.memsw.limit_in_bytes"), str(self.limits.memory_bytes))
+        except OSError:
+            pass
+        _write(os.path.join(pids, "pids.max"), str(self.limits.max_pids))
+        return [mem, pids]
+
+    def close(self) -> None:
+        """Kill every worker and the zygote; remove scratch dirs and cgroups. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for w in list(self._workers):
+            w.close()
+        self._stop_zygote()
+        shutil.rmtree(self._root, ignore_errors=True)
+        _LIVE.discard(self)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _is_ours(path: str) -> bool:
+    import grader
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))
+    return os.path.abspath(path) == root or path in ("", ".")
+
+
+def _main_name(sub) -> str:
+    if getattr(sub, "kind", "") == "ipynb":
+        return os.path.basename(getattr(sub, "path", "submission.ipynb"))
+    units = getattr(sub, "units", ())
+    if units and units[0].cell is None:
+        return os.path.basename(units[0].label)
+    return "submission.py"
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _write_files(scratch: str, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        norm = os.path.normpath(rel)
+        if os.path.isabs(norm) or norm.startswith("..") or "\x00" in norm:
+            raise SandboxError(f"refusing to write {rel!r} outside the scratch dir")
+        dest = os.path.join(scratch, norm)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "wb") as f:
+            f.write(data)
+
+
+class Worker:
+    """One submission's jailed process. Calls raise `SandboxError`s; after a timeout or crash it is dead."""
+
+    def __init__(self, sandbox: Sandbox, *, scratch: str, cgroups: list[str], channel: socket.socket,
+                 status: socket.socket, out_fd: int, err_fd: int, supervisor: int,
+                 proc: subprocess.Popen | None):
+        self._sb = sandbox
+        self.limits = sandbox.limits
+        self.isolation = sandbox.isolation
+        self.load: LoadReport = LoadReport(ok=False, message="not loaded")
+        self._scratch = scratch
+        self._cgroups = cgroups
+        self._ch = channel
+        self._ch.setblocking(False)
+        self._st = status
+        self._fds = {"out": out_fd, "err": err_fd}
+        for fd in self._fds.values():
+            os.set_blocking(fd, False)
+        self._kept = {"out": bytearray(), "err": bytearray()}
+        self._total_out = 0
+        self._sup = supervisor
+        self._proc = proc
+        self._pid: int | None = None
+        self._status_buf = b""
+        self._exit: dict | None = None
+        self._dead: SandboxError | None = None
+        self._kill_reason: str | None = None
+        self._closed = False
+        self._deadline = time.monotonic() + self.limits.start_timeout_s
+        self._token = f"{os.getpid()}-{id(self)}"
+        self.pid: int | None = None
+
+    # -- start and load --
+    def _start(self) -> None:
+        line = self._status_line(self.limits.start_timeout_s)
+        if line is None or "pid" not in line:
+            self._kill(None)
+            raise SandboxError(f"the worker supervisor did not start: {line}")
+        self._pid = self.pid = int(line["pid"])
+        try:
+            hello = self._request(None, self.limits.start_timeout_s, "starting the worker")
+        except SandboxError as e:
+            self.close()
+            raise SandboxError(f"the worker did not start ({e}); stderr: {self.output()[1][-2000:]}") from e
+        applied = set(hello.get("applied") or [])
+        expected = set(self._sb.features) - {"rss"}
+        if applied != expected:
+            self.close()
+            raise SandboxError(f"the worker applied {sorted(applied)} instead of {sorted(expected)}")
+        self._deadline = time.monotonic() + self.limits.submission_timeout_s
+
+    def _run_units(self, units: list) -> LoadReport:
+        msg = {"op": "load", "units": [{"label": u.label, "cell": u.cell, "source": u.source} for u in units]}
+        try:
+            reply = self._request(msg, self.limits.import_timeout_s, "loading the submission")
+        except (WorkerTimeout, WorkerCrashed, WireError) as e:
+            return LoadReport(ok=False, message=_load_failure_message(e), failure=e)
+        if not reply.get("ok"):
+            err = reply.get("error") or {}
+            return LoadReport(ok=False, message=f"{err.get('type')}: {err.get('message')}")
+        errors = [CellError(cell=e.get("cell"), error=str(e.get("error")), traceback=str(e.get("traceback")))
+                  for e in reply.get("cell_errors", [])]
+        defined = tuple(str(x) for x in reply.get("defined", []))
+        ok = bool(reply.get("completed")) or bool(defined)
+        message = ""
+        if errors:
+            where = ", ".join(f"cell {e.cell}" if e.cell else "the module" for e in errors)
+            message = f"{len(errors)} unit(s) raised while loading ({where}); grading went on."
+            if not ok:
+                message = f"The submission failed to load: {errors[0].error}"
+        return LoadReport(ok=ok, message=message, cell_errors=errors, defined=defined)
+
+    # -- public API --
+    def output(self) -> tuple[str, str]:
+        """Captured stdout and stderr (first `max_output_bytes` of each), never parsed."""
+        self._drain_output()
+        return (self._kept["out"].decode("utf-8", "replace"), self._kept["err"].decode("utf-8", "replace"))
+
+    def describe(self, name: str) -> NameInfo:
+        r = self._call({"op": "describe", "name": name}, "describing " + repr(name))
+        return NameInfo(name=name, kind=_s(r.get("kind")), signature=r.get("signature"),
+                        params=tuple(map(str, r.get("params") or [])),
+                        available=tuple(map(str, r.get("available") or [])))
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self._call({"op": "call", "name": name, "args": list(args), "kwargs": kwargs},
+                          f"calling {name}()")["value"]
+
+    def call_method(self, handle: Handle, method: str, *args: Any, **kwargs: Any) -> Any:
+        self._check_handle(handle)
+        return self._call({"op": "call_method", "handle": handle, "method": method, "args": list(args),
+                           "kwargs": kwargs}, f"calling {handle.type_name}.{method}()")["value"]
+
+    def state_dict(self, handle: Handle) -> dict[str, Any]:
+        self._check_handle(handle)
+        value = self._call({"op": "state_dict", "handle": handle}, "reading state_dict()")["value"]
+        if type(value) is not dict:
+            raise WireError("state_dict reply is not a dict")
+        return value
+
+    def load_state_dict(self, handle: Handle, state: dict) -> None:
+        self._check_handle(handle)
+        self._call({"op": "load_state_dict", "handle": handle, "state": dict(state)}, "loading a state_dict")
+
+    def vjp(self, target: str | tuple[Handle, str], args: Any, kwargs: dict | None = None, *,
+            wrt: list[int], cotangent: Any, output_index: int | None = None) -> tuple[Any, list]:
+        """Compute (out * cotangent).sum().backward() in the worker; grads of args[i] for i in wrt."""
+        if isinstance(target, tuple):
+            self._check_handle(target[0])
+            tgt: Any = (target[0], str(target[1]))
+            what = f"{target[0].type_name}.{target[1]}"
+        else:
+            tgt, what = str(target), str(target)
+        r = self._call({"op": "vjp", "target": tgt, "args": list(args), "kwargs": dict(kwargs or {}),
+                        "wrt": [int(i) for i in wrt], "cotangent": cotangent,
+                        "output_index": output_index}, f"computing gradients of {what}")
+        grads = r.get("grads")
+        if type(grads) is not list or len(grads) != len(wrt):
+            raise WireError("vjp reply has the wrong number of gradients")
+        return r.get("value"), grads
+
+    @property
+    def alive(self) -> bool:
+        return self._dead is None and not self._closed
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._dead is None:
+            self._kill(None)
+        self._reap()
+        for s in (self._ch, self._st):
+            s.close()
+        self._drain_output()
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._remove_cgroups()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- requests --
+    def _check_handle(self, handle: Any) -> None:
+        if type(handle) is not Handle or handle.worker != self._token:
+            raise SandboxError("this handle does not belong to this worker")
+
+    def _call(self, msg: dict, phase: str) -> dict:
+        reply = self._request(msg, self.limits.call_timeout_s, phase)
+        if not reply.get("ok"):
+            err = reply.get("error")
+            if type(err) is not dict:
+                raise WireError("error reply without details")
+            raise StudentError(_s(err.get("type"))[:200], _s(err.get("message")), _s(err.get("traceback")))
+        return reply
+
+    def _request(self, msg: dict | None, timeout: float, phase: str) -> dict:
+        """Send `msg` (None: just wait for the hello) and wait for one reply frame."""
+        if self._closed:
+            raise SandboxError("the worker is closed")
+        if self._dead is not None:
+            raise self._dead
+        out = bytearray(encode_frame(msg, on_object=_refuse) if msg is not None else b"")
+        now = time.monotonic()
+        limit_at = now + timeout
+        deadline = min(limit_at, self._deadline)
+        buf = bytearray()
+        need: tuple[int, int] | None = None
+        next_poll = now + 0.1
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                seconds = timeout if limit_at <= self._deadline else self.limits.submission_timeout_s
+                which = phase if limit_at <= self._deadline else f"{phase} (whole-submission limit)"
+                self._die(WorkerTimeout(which, seconds), "timeout")
+            if "rss" in self._sb.features and now >= next_poll:
+                next_poll = now + 0.1
+                if _tree_rss(self._sup) > self.limits.memory_bytes:
+                    self._die(WorkerCrashed("memory", _memory_message(self.limits, phase)), "memory")
+            rl = [self._ch] + [fd for fd in self._fds.values() if fd >= 0]
+            r, w, _ = select.select(rl, [self._ch] if out else [], [], min(0.1, max(0.0, deadline - now)))
+            for fd in r:
+                if fd is not self._ch:
+                    self._read_output(fd)
+            if w and out:
+                try:
+                    n = self._ch.send(out)
+                    del out[:n]
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    self._crashed(phase)
+            if self._ch in r:
+                try:
+                    chunk = self._ch.recv(1 << 20)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    self._crashed(phase)
+                buf += chunk
+                if need is None and len(buf) >= PREFIX.size:
+                    try:
+                        need = check_prefix(bytes(buf[:PREFIX.size]), max_header=MAX_HEADER_BYTES,
+                                            max_payload=self.limits.max_result_bytes)
+                    except WireError as e:
+                        self._die(WorkerCrashed("protocol", f"invalid reply while {phase}: {e}"), "protocol")
+                if need is not None and len(buf) >= PREFIX.size + need[0] + need[1]:
+                    if len(buf) > PREFIX.size + need[0] + need[1]:
+                        self._die(WorkerCrashed("protocol", f"unexpected extra bytes while {phase}"),
+                                  "protocol")
+                    return self._decode(buf, need, phase)
+
+    def _decode(self, buf: bytearray, need: tuple[int, int], phase: str) -> dict:
+        h0 = PREFIX.size
+        header = bytes(buf[h0:h0 + need[0]])
+        payload = memoryview(buf)[h0 + need[0]:]
+        try:
+            reply = decode_frame(header, payload, on_handle=lambda i, t: Handle(i, t, self._token),
+                                 device_map=_device_map)
+        except WireError as e:
+            self._die(WorkerCrashed("protocol", f"invalid reply while {phase}: {e.message}"), "protocol")
+        except Exception as e:  # e.g. a cuda tensor when this process has no CUDA
+            self._die(WorkerCrashed("protocol", f"invalid reply while {phase}: {e}"), "protocol")
+        if type(reply.get("ok")) is not bool and reply.get("op") != "hello":
+            self._die(WorkerCrashed("protocol", f"reply without status while {phase}"), "protocol")
+        return reply
+
+    # -- output --
+    def _read_output(self, fd: int) -> None:
+        name = "out" if fd == self._fds["out"] else "err"
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            os.close(fd)
+            self._fds[name] = -1
+            return
+        kept = self._kept[name]
+        room = self.limits.max_output_bytes - len(kept)
+        if room > 0:
+            kept += data[:room]
+        self._total_out += len(data)
+        if self._total_out > self.limits.kill_output_bytes and self._dead is None:
+            self._die(WorkerCrashed("output", f"the submission printed more than "
+                                    f"{self.limits.kill_output_bytes >> 20} MiB of output"), "output")
+
+    def _drain_output(self) -> None:
+        for _ in range(256):
+            fds = [fd for fd in self._fds.values() if fd >= 0]
+            if not fds:
+                return
+            r, _, _ = select.select(fds, [], [], 0)
+            if not r:
+                return
+            for fd in r:
+                try:
+                    self._read_output(fd)
+                except WorkerCrashed:
+                    return
+
+    # -- death --
+    def _die(self, error: SandboxError, reason: str):
+        self._kill_reason = reason
+        self._kill(reason)
+        self._dead = error
+        raise error
+
+    def _crashed(self, phase: str):
+        """The channel closed: find out how the worker died, then raise WorkerCrashed."""
+        self._kill("eof")
+        st = (self._exit or {}).get("status", {})
+        if self._oom_killed():
+            err = WorkerCrashed("memory", _memory_message(self.limits, phase))
+        elif "signal" in st:
+            sig = st["signal"]
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = str(sig)
+            if sig == signal.SIGXCPU:
+                err = WorkerCrashed("signal", f"the worker used up its CPU time while {phase}")
+            else:
+                err = WorkerCrashed("signal", f"the worker was killed by {name} while {phase}")
+        elif "exit" in st:
+            err = WorkerCrashed("exit", f"the submission's process exited (exit code {st['exit']}) while "
+                                f"{phase}; code that calls os._exit() or exit() stops its own grading")
+        else:
+            err = WorkerCrashed("exit", f"the worker stopped while {phase}")
+        self._dead = err
+        raise err
+
+    def _oom_killed(self) -> bool:
+        for path in self._cgroups:
+            try:
+                with open(os.path.join(path, "memory.oom_control")) as f:
+                    for line in f:
+                        if line.startswith("oom_kill ") and int(line.split()[1]) > 0:
+                            return True
+            except OSError:
+                continue
+        return False
+
+    def _kill(self, reason: str | None) -> None:
+        """Kill the worker and everything it started; wait for the supervisor's report."""
+        try:
+            self._st.sendall(b"k")
+        except OSError:
+            pass
+        if self._pid and self._exit is None:
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._sweep_cgroups()
+        if self._exit is None:
+            line = self._status_line(3.0)
+            while line is not None and "status" not in line:
+                line = self._status_line(3.0)
+        if self._exit is None:
+            self._kill_supervisor()
+            self._sweep_cgroups()
+            if "rss" in self._sb.features or not self._cgroups:
+                _kill_tree(self._sup)
+
+    def _status_line(self, timeout: float) -> dict | None:
+        end = time.monotonic() + timeout
+        while b"\n" not in self._status_buf:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self._st], [], [], left)
+            if not r:
+                return None
+            try:
+                chunk = self._st.recv(4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return None
+            self._status_buf += chunk
+        line, _, self._status_buf = self._status_buf.partition(b"\n")
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return None
+        if isinstance(msg, dict) and "status" in msg:
+            self._exit = msg
+        return msg if isinstance(msg, dict) else None
+
+    def _kill_supervisor(self) -> None:
+        if self._sup:
+            try:
+                os.kill(self._sup, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _reap(self) -> None:
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+    def _sweep_cgroups(self) -> None:
+        for path in self._cgroups:
+            for _ in range(100):
+                try:
+                    with open(os.path.join(path, "cgroup.procs")) as f:
+                        pids = [int(x) for x in f.read().split()]
+                except OSError:
+                    break
+                pids = [p for p in pids if p != self._sup]
+                if not pids:
+                    break
+                for p in pids:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                time.sleep(0.005)
+
+    def _remove_cgroups(self) -> None:
+        for path in self._cgroups:
+            for _ in range(200):
+                try:
+                    os.rmdir(path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    self._sweep_cgroups()
+                    time.sleep(0.01)
+
+
+def _refuse(value: Any) -> Any:
+    raise SandboxError(f"cannot send a {type(value).__name__} to the worker: only tensors, numbers, "
+                       "strings, None, lists, tuples, str-keyed dicts and handles cross")
+
+
+def _device_map(device: str) -> str:
+    return device
+
+
+def _s(v: Any) -> str:
+    return v if isinstance(v, str) else ("" if v is None else str(v))
+
+
+def _memory_message(limits: Limits, phase: str) -> str:
+    return f"the worker went over its memory limit of {limits.memory_bytes / GiB:.2g} GiB while {phase}"
+
+
+def _load_failure_message(e: SandboxError) -> str:
+    if isinstance(e, WorkerTimeout):
+        return (f"Loading the submission took longer than {e.seconds:g} s. Move long-running code "
+                "(training loops, demos) out of the top level or behind `if __name__ == \"__main__\":`.")
+    return f"The submission could not be loaded: {e}"
+
+
+def _proc_table() -> dict[int, int]:
+    """pid -> ppid for every process we can see."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+            table[int(name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return table
+
+
+def descendants(root: int) -> list[int]:
+    table = _proc_table()
+    kids: dict[int, list[int]] = {}
+    for pid, ppid in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        for c in kids.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _tree_rss(root: int | None) -> int:
+    if not root or not os.path.isdir("/proc"):
+        return 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in [root] + descendants(root):
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * page
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def _kill_tree(root: int | None) -> None:
+    if not root or not os.path.isdir("/proc"):
+        return
+    for _ in range(5):
+        pids = descendants(root)
+        if not pids:
+            return
+        for p in pids:
+            try:
+                os.killpg(p, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                os.kill(p, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass

@@ -1,0 +1,96 @@
+"""The warm zygote: ``python -m grader.sandbox.zygote CTL_FD``.
+
+Started by exec (never by forking the grader) with a cleared environment. It imports torch and
+this package only, stays single-threaded, never touches CUDA and never runs a tensor op, so that
+forking it is safe (a fork after a multi-threaded OpenMP region deadlocks). It is driven over an
+inherited SOCK_SEQPACKET socketpair: each "spawn" message carries four fds (status, channel,
+stdout, stderr) and gets back the supervisor's pid. EOF on the socket (the grader closed it or
+died) kills every child and ends the zygote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+
+def main(ctl_fd: int) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    from grader.sandbox import jail, worker
+
+    if sys.platform.startswith("linux"):
+        jail.prctl(jail.PR_SET_CHILD_SUBREAPER, 1)
+    ctl = socket.socket(fileno=ctl_fd)
+    ctl.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    mine: set[int] = set()
+    while True:
+        r, _, _ = select.select([ctl], [], [], 0.2)
+        if r:
+            try:
+                msg, fds, _, _ = socket.recv_fds(ctl, 65536, 8)
+            except OSError:
+                msg, fds = b"", []
+            if not msg:
+                break
+            req = json.loads(msg)
+            if req.get("op") == "spawn" and len(fds) == 4:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        ctl.close()
+                        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                        jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)
+                        worker.supervise(*fds)
+                    finally:
+                        os._exit(1)
+                for fd in fds:
+                    os.close(fd)
+                mine.add(pid)
+                ctl.send(json.dumps({"pid": pid}).encode())
+            else:
+                for fd in fds:
+                    os.close(fd)
+                ctl.send(json.dumps({"error": "bad request"}).encode())
+        _reap(mine)
+    _kill_all(mine)
+
+
+def _reap(mine: set[int]) -> None:
+    from grader.sandbox import worker
+
+    try:
+        while True:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            mine.discard(pid)
+    except ChildProcessError:
+        pass
+    # Orphans adopted from dead supervisors are never ours to keep.
+    for pid in worker._children():
+        if pid not in mine:
+            worker._kill(pid)
+
+
+def _kill_all(mine: set[int]) -> None:
+    from grader.sandbox import worker
+
+    for pid in list(mine):
+        worker._kill(pid)
+    worker._sweep()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

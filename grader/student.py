@@ -1,0 +1,90 @@
+"""A proxy that lets case authors write ``student.masked_attention(q, k, v, mask)``.
+
+Every attribute access becomes a call over the wire to the sandboxed worker; objects the student
+creates stay in the worker and are represented here by ``StudentObject`` (a handle). Nothing of
+the student's code or objects ever exists in the grader process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grader.sandbox import Handle
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, StudentObject):
+        return value.handle
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unwrap(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items()}
+    return value
+
+
+class Student:
+    """The submission's top-level names, callable through the worker."""
+
+    def __init__(self, worker: Any):
+        self._worker = worker
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._wrap(self._worker.call(name, *_unwrap(args), **_unwrap(kwargs)))
+
+        call.__name__ = name
+        return call
+
+    def _wrap(self, value: Any) -> Any:
+        if isinstance(value, Handle):
+            return StudentObject(self, value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._wrap(v) for v in value)
+        return value
+
+    def vjp(self, target: "str | tuple[StudentObject, str]", args: tuple, kwargs: dict | None = None, *,
+            wrt: list[int], cotangent: Any, output_index: int | None = None) -> tuple[Any, list[Any]]:
+        """Call ``target`` with gradients on the ``wrt`` positional tensors and return
+        (output, gradients of (output * cotangent).sum())."""
+        if isinstance(target, tuple):
+            target = (target[0].handle, target[1])
+        value, grads = self._worker.vjp(target, _unwrap(tuple(args)), _unwrap(kwargs or {}), wrt=wrt,
+                                        cotangent=cotangent, output_index=output_index)
+        return self._wrap(value), grads
+
+
+class StudentObject:
+    """An object living in the worker (a module, a cache). Methods are called over the wire."""
+
+    def __init__(self, student: Student, handle: Handle):
+        self._student = student
+        self.handle = handle
+
+    def __getattr__(self, method: str) -> Any:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return self.method(method)
+
+    def method(self, name: str) -> Any:
+        worker = self._student._worker
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._student._wrap(worker.call_method(self.handle, name, *_unwrap(args), **_unwrap(kwargs)))
+
+        call.__name__ = name
+        return call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.method("__call__")(*args, **kwargs)
+
+    def length(self) -> Any:
+        return self.method("__len__")()
+
+    def state_dict(self) -> dict:
+        return self._student._worker.state_dict(self.handle)
+
+    def load_state_dict(self, state: dict) -> None:
+        self._student._worker.load_state_dict(self.handle, state)

@@ -1,0 +1,128 @@
+"""`grader validate`: prove an assignment before students see it.
+
+1. The trusted reference, graded as if it were a student's folder, scores 100 %.
+2. Every sample submission declared for the assignment in ``submissions/expected.toml`` fails
+   exactly its declared cases and is diagnosed with its declared concepts.
+3. Grading twice gives identical results.
+4. Hidden and public cases are kept apart (checked when the assignment loads, and here again).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import reference
+from grader.assignments import Assignment
+from grader.engine import Engine
+from grader.results import GradeReport, Outcome, to_dict
+
+
+@dataclass(frozen=True)
+class SampleExpectation:
+    path: Path
+    assignment: str
+    fails: frozenset[str]
+    """Base case ids (without [param]) that must not pass; every other case must pass."""
+    concepts: frozenset[str]
+    """Concepts the grader must flag (at least these)."""
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class ValidationReport:
+    assignment: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def read_expectations(submissions_dir: Path) -> list[SampleExpectation]:
+    table = tomllib.loads((submissions_dir / "expected.toml").read_text(encoding="utf-8"))
+    return [SampleExpectation(submissions_dir / rel, e["assignment"], frozenset(e.get("fails", [])),
+                              frozenset(e.get("concepts", []))) for rel, e in table.items()]
+
+
+def base_id(case_id: str) -> str:
+    return case_id.split("[", 1)[0]
+
+
+def failed_ids(report: GradeReport) -> set[str]:
+    return {base_id(c.id) for c in report.cases if c.outcome is not Outcome.PASSED}
+
+
+def compare_to_expectation(report: GradeReport, exp: SampleExpectation) -> str:
+    """'' when the report matches the declaration, else what differs."""
+    failed = failed_ids(report)
+    problems = []
+    if failed - exp.fails:
+        problems.append(f"unexpected failures: {', '.join(sorted(failed - exp.fails))}")
+    if exp.fails - failed:
+        problems.append(f"should have failed: {', '.join(sorted(exp.fails - failed))}")
+    missing = exp.concepts - set(report.concepts_failed())
+    if missing:
+        problems.append(f"concepts not flagged: {', '.join(sorted(missing))} (flagged: "
+                        f"{', '.join(report.concepts_failed()) or 'none'})")
+    return "; ".join(problems)
+
+
+def reference_submission(assignment: Assignment, workdir: Path) -> Path:
+    """A folder submission whose main module re-exports the trusted reference's entry points."""
+    folder = workdir / "reference-solution"
+    pkg = folder / "reference"
+    pkg.mkdir(parents=True)
+    for src in Path(reference.__file__).parent.glob("*.py"):
+        shutil.copy(src, pkg / src.name)
+    names = ", ".join(e.name for e in assignment.entry_points)
+    (folder / assignment.main_module).write_text(f"from reference import {names}\n", encoding="utf-8")
+    return folder
+
+
+def _stable(report: GradeReport) -> dict:
+    d = to_dict(report)
+    d.pop("graded_at")
+    for c in d["cases"]:
+        c.pop("duration_s")
+    return d
+
+
+def validate(assignment: Assignment, engine: Engine, submissions_dir: Path | None) -> ValidationReport:
+    out = ValidationReport(assignment.id)
+    with tempfile.TemporaryDirectory(prefix="grader-validate-") as tmp:
+        ref_path = reference_submission(assignment, Path(tmp))
+        first = engine.grade_path(ref_path, student_id="reference")
+        wrong = [f"{c.id} ({c.outcome.value}: {c.message})" for c in first.cases if c.outcome is not Outcome.PASSED]
+        out.checks.append(Check("reference scores 100 %", not wrong and first.score.earned == first.score.possible,
+                                f"{first.score.earned:g}/{first.score.possible:g}" + ("; " + "; ".join(wrong) if wrong else "")))
+        second = engine.grade_path(ref_path, student_id="reference")
+        out.checks.append(Check("two runs give identical results", _stable(first) == _stable(second)))
+
+    hidden_ids = {c.id for c in assignment.cases if c.hidden}
+    leaked = [c.id for c in first.cases if (base_id(c.id) in hidden_ids) != c.hidden]
+    out.checks.append(Check("no hidden case is marked public", not leaked, ", ".join(leaked)))
+
+    if submissions_dir is None or not (submissions_dir / "expected.toml").is_file():
+        out.checks.append(Check("sample submissions", False, "no submissions/expected.toml found"))
+        return out
+    samples = [e for e in read_expectations(submissions_dir) if e.assignment == assignment.id]
+    if not samples:
+        out.checks.append(Check("sample submissions", False, f"none declared for {assignment.id}"))
+    for exp in samples:
+        report = engine.grade_path(exp.path)
+        problem = compare_to_expectation(report, exp)
+        label = f"{exp.path.relative_to(submissions_dir)} -> {report.score.display_percent()}"
+        if report.concepts_failed():
+            label += f" [{', '.join(report.concepts_failed())}]"
+        out.checks.append(Check(label, not problem, problem))
+    return out
