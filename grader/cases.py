@@ -83,7 +83,8 @@ class Case:
     """One gradable check. Built by the ``@case`` decorator; ``.check`` attaches the second half."""
 
     def __init__(self, id: str, *, title: str, concept: str, points: float, hidden: bool,
-                 uses: tuple[str, ...], params: dict[str, Any] | None, setup: SetupFn):
+                 uses: tuple[str, ...], params: dict[str, Any] | None, setup: SetupFn,
+                 on_error: dict[str, str] | None = None):
         if concept not in CONCEPTS:
             raise ValueError(f"case {id!r}: unknown concept {concept!r}")
         self.id = id
@@ -94,6 +95,10 @@ class Case:
         self.uses = uses
         self.params = params
         self.setup = setup
+        self.on_error = dict(on_error or {})
+        for concept in self.on_error.values():
+            if concept not in CONCEPTS:
+                raise ValueError(f"case {id!r}: unknown concept {concept!r} in on_error")
         self.check_fn: CheckFn | None = None
 
     def check(self, fn: CheckFn) -> CheckFn:
@@ -127,13 +132,15 @@ class CaseInstance:
 
 
 def case(id: str, *, title: str, concept: str, points: float = 1.0, hidden: bool = True,
-         uses: tuple[str, ...] = (), params: dict[str, Any] | None = None) -> Callable[[SetupFn], Case]:
+         uses: tuple[str, ...] = (), params: dict[str, Any] | None = None,
+         on_error: dict[str, str] | None = None) -> Callable[[SetupFn], Case]:
     """Declare a case. ``uses`` names the student entry points it calls (a missing one fails it
     with the ``signature`` concept without running it); ``params`` maps labels to values, each
-    reported separately with an equal share of ``points``."""
+    reported separately with an equal share of ``points``; ``on_error`` maps a substring of the
+    student's exception ("must match the size of tensor") to the concept it reveals in this case."""
 
     def wrap(setup: SetupFn) -> Case:
         return Case(id, title=title, concept=concept, points=points, hidden=hidden, uses=uses,
-                    params=params, setup=setup)
+                    params=params, setup=setup, on_error=on_error)
 
     return wrap

@@ -97,3 +97,8 @@ def validate(assignment: str, submissions_dir: Path | None, device: str) -> None
     passed = sum(c.ok for c in result.checks)
     click.echo(f"{a.id} v{a.version}: {passed}/{len(result.checks)} checks passed (isolation: {sandbox.isolation})")
     sys.exit(ExitCode.OK if result.ok else ExitCode.FAILED)
+
+
+# Each workflow's commands live in their own module and register themselves on `main`.
+from grader.commands import batch as _batch  # noqa: E402,F401
+from grader.commands import student as _student  # noqa: E402,F401

@@ -140,7 +140,7 @@ class Engine:
             if inst.case.concept == "device-placement" and is_meta_inconclusive(e.message):
                 return _Outcome(Outcome.PASSED, Verdict.ok(
                     "Inconclusive on the meta device (a data-dependent step such as .item()); not counted against you."))
-            concept = concept_of_exception(e.exc_type, e.message, inst.case.concept)
+            concept = concept_of_exception(e.exc_type, e.message, inst.case.concept, inst.case.on_error)
             return _Outcome(Outcome.ERROR, Verdict.fail(
                 concept, f"Your code raised {e.exc_type}: {_short(e.message)}. {CONCEPTS[concept]}.",
                 Evidence(traceback=e.traceback)))

@@ -318,5 +318,5 @@ def student_id(path: str | os.PathLike) -> str:
         if _NUMERIC_ID.match(tok):
             tokens = tokens[: i + 1]
             break
-    sid = re.sub(r"[^a-z0-9._-]+", "-", "_".join(tokens).lower()).strip("-.")
+    sid = re.sub(r"[^a-z0-9._-]+", "-", "_".join(tokens).lower()).strip("-._")
     return sid[:100] or "submission"

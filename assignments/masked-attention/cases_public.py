@@ -46,7 +46,8 @@ def combine_masks_basic(ctx):
     causal = reference.causal_mask(4)
     pad = reference.padding_mask([4, 2], 4)
     return Setup(inputs=dict(causal=causal, padding=pad), expected=reference.combine_masks(causal, pad),
-                 extra=dict(alt={"mask-combination": causal[None, None] | pad[:, None, None, :]}))
+                 extra=dict(alt={"mask-combination": causal[None, None] | pad[:, None, None, :],
+                                 "padding-broadcast": causal[None, None] & pad[:, None, :, None]}))
 
 
 @combine_masks_basic.check

@@ -10,7 +10,7 @@ import reference
 from grader.cases import Setup, SetupContext, Verdict
 from grader.checks import mha as variants
 from grader.checks.compare import Expected, check_values
-from grader.results import Evidence
+from grader.results import CONCEPTS, Evidence
 
 NAMES = ("W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight")
 
@@ -27,7 +27,15 @@ MESSAGES = {
     "padding-broadcast": "Padding hides keys: a (B, T) padding mask is used as (B, 1, 1, T).",
     "mask-combination": "During decoding, keep the padding mask for cached keys and extend it with True for "
                         "every new token, AND-ed with the causal mask.",
+    "dropout": "Two identical calls in eval mode must give identical outputs: use nn.Dropout (which .eval() "
+               "turns off) or pass training=self.training.",
+    "dtype-overflow": "In float16 the mask fill must fit the dtype: use torch.finfo(scores.dtype).min or -inf, "
+                      "never -1e9 or float32's min, and keep every tensor in the module's dtype.",
 }
+
+
+def message_for(concept: str) -> str:
+    return MESSAGES.get(concept) or CONCEPTS[concept] + "."
 
 
 def make_weights(ctx: SetupContext, d: int, dtype=torch.float32) -> dict[str, torch.Tensor]:
@@ -79,13 +87,13 @@ def load_student(student, d: int, h: int, weights, dtype=torch.float32):
 def check_mha(out, exp: Expected, compute, *, concept: str, where=None, candidates=tuple(variants.VARIANTS),
               what: str = "forward(x)") -> Verdict:
     """Value check; on a mismatch, name the variant (mistake) the output reproduces."""
-    v = check_values(out, exp, what=what, concept=concept, message=MESSAGES.get(concept, ""), where=where)
+    v = check_values(out, exp, what=what, concept=concept, message=message_for(concept), where=where)
     if v.passed or v.evidence.max_abs_error is None:
         return v
     tol = 1e-3 if exp.dtype in (torch.float32, torch.float64) else 3e-2
     specific = variants.matching_variant(out, compute, where=where, candidates=candidates, tol=tol)
     if specific:
-        return Verdict.fail(specific, MESSAGES.get(specific, v.message), v.evidence)
+        return Verdict.fail(specific, message_for(specific), v.evidence)
     return v
 
 
@@ -130,12 +138,11 @@ def check_decode(student, s: Setup, *, concept: str) -> Verdict:
     want = [end for _, end in i["steps"]]
     if lengths != want:
         c = "kv-cache-append" if len(set(lengths)) == 1 else "kv-cache-growth"
-        return Verdict.fail(c, MESSAGES["kv-cache-growth"],
+        return Verdict.fail(c, message_for(c),
                             Evidence(notes=[f"len(cache) after each step: {lengths}; expected {want}"]))
     weights, h, x, steps, mask = i["weights"], i["h"], i["x"], i["steps"], i.get("mask")
     return check_mha(got, s.expected, lambda var: variants.decode(weights, h, x, steps, mask=mask, variant=var),
-                     concept=concept, where=s.extra.get("rows"), what="the concatenated decode outputs",
-                     candidates=("causal-alignment", "causal-leak", "head-split", "head-merge", "scaling"))
+                     concept=concept, where=s.extra.get("rows"), what="the concatenated decode outputs")
 
 
 def decode_setup(ctx: SetupContext, *, B: int, T: int, d: int, h: int, prefill: int, chunks: list[int],

@@ -246,7 +246,7 @@ def _(student, s, param):
     if not (type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape and torch.equal(a, b)):
         return Verdict.fail("dropout", "Two identical calls in eval mode gave different outputs: use nn.Dropout "
                             "(which .eval() turns off) or pass training=self.training.")
-    return _check_forward(student, s, concept="dropout", candidates=())
+    return _check_forward(student, s, concept="dropout")
 
 
 @case("mha_fp16_causal", title="float16 weights and inputs with causal=True", concept="dtype-overflow",
@@ -258,7 +258,7 @@ def mha_fp16_causal(ctx):
 @mha_fp16_causal.check
 @guarded
 def _(student, s, param):
-    return _check_forward(student, s, concept="dtype-overflow", candidates=())
+    return _check_forward(student, s, concept="dtype-overflow")
 
 
 @case("kv_cache_append_shapes", title="KVCache with B=2, h=3 and appends of 4, 1 and 2 steps",

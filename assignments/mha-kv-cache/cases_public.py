@@ -94,6 +94,10 @@ def check_appends(student, chunks) -> Verdict:
         lengths.append(cache.length())
     want_lengths = [sum(k.shape[2] for k, _ in chunks[: i + 1]) for i in range(len(chunks))]
     if lengths != want_lengths:
+        if len(set(lengths)) == 1:  # the right tensors came back, but the cache never kept them
+            return Verdict.fail("kv-cache-append", "append returned the right tensors but did not keep them: store "
+                                "the concatenated keys and values in the cache for the next step.",
+                                Evidence(notes=[f"len(cache) after each append: {lengths}; expected {want_lengths}"]))
         return Verdict.fail("kv-cache-growth", MESSAGES["kv-cache-growth"],
                             Evidence(notes=[f"len(cache) after each append: {lengths}; expected {want_lengths}"]))
     return Verdict.ok()

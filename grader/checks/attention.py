@@ -42,6 +42,8 @@ MESSAGES = {
     "numerical-stability": "The softmax overflowed: subtract each row's max before exp, or use torch.softmax.",
     "dtype-overflow": "Mask fill values must fit the dtype: use torch.finfo(scores.dtype).min or -inf, "
                       "never -1e9 or float32's min in float16/bfloat16.",
+    "dropout": "Some weights were randomly zeroed and the rest scaled up: that is dropout, which must be off "
+               "here (F.dropout defaults to training=True).",
 }
 
 
@@ -108,10 +110,31 @@ def _rows_where(a: AttentionCase, shape) -> torch.Tensor | None:
     return None if a.rows is None else a.rows.cpu().expand(shape)
 
 
-def diagnose_weights(actual_w: torch.Tensor, a: AttentionCase) -> str | None:
-    """The concept whose mistake the student's weights reproduce, if any."""
+def looks_like_dropout(actual_w: torch.Tensor, a: AttentionCase) -> bool:
+    """Dropout zeroes a fraction of visible weights and scales the rest by one constant 1/(1-p)."""
     w = actual_w.detach().cpu().double()
+    ref = a.weights.oracle.cpu()
+    visible = ref > 1e-6
+    if a.rows is not None:
+        visible &= _rows_where(a, w.shape)
+    if w.shape != ref.shape or visible.sum() < 20:
+        return False
+    zeroed = (w.abs() < 1e-12) & visible
+    frac = float(zeroed.sum()) / float(visible.sum())
+    kept = visible & ~zeroed
+    ratio = w[kept] / ref[kept]
+    return 0.01 < frac < 0.6 and bool(ratio.numel()) and float(ratio.std()) < 0.05 * float(ratio.mean()) \
+        and float(ratio.mean()) > 1.01
+
+
+def diagnose_weights(actual_w: torch.Tensor, a: AttentionCase) -> str | None:
+    """The concept whose mistake the student's weights reproduce, if any (NaN cells are skipped)."""
+    w = actual_w.detach().cpu().double()
+    if looks_like_dropout(w, a):
+        return "dropout"
     where = _rows_where(a, w.shape)
+    finite = torch.isfinite(w)
+    where = finite if where is None else (where & finite)
     ref = a.weights.oracle.cpu()
     tol = 2e-3 if a.q.dtype in (torch.float32, torch.float64) else 3e-2
 
@@ -159,7 +182,7 @@ def weight_evidence(actual_w: torch.Tensor, a: AttentionCase, bad: list[int] | N
 
 
 def check_attention(result: object, a: AttentionCase, *, concept: str, message: str,
-                    what: str = "masked_attention") -> Verdict:
+                    what: str = "masked_attention", atol: float | None = None) -> Verdict:
     """Check (out, weights) against the reference and name the mistake when they differ."""
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         return Verdict.fail("signature", f"{what} must return a tuple (out, weights); it returned "
@@ -179,11 +202,11 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
     if nan_rows.any():
         empty = fully_masked_rows(a.keep.cpu() if a.keep is not None else None, tuple(a.weights.oracle.shape))
         in_empty = bool((nan_rows & empty.expand(out.shape)).any())
-        c = "fully-masked-rows" if in_empty else "numerical-stability"
-        return Verdict.fail(c, "Your output contains NaN. " + MESSAGES[c],
+        c = diagnose_weights(w, a) or ("fully-masked-rows" if in_empty else "numerical-stability")
+        return Verdict.fail(c, "Your output contains NaN. " + MESSAGES.get(c, message),
                             Evidence(nan_locations=nan_locations(out.detach().cpu().masked_fill(~nan_rows, 0))))
-    cw = compare(w, a.weights, where=rows_w)
-    co = compare(out, a.out, where=rows_out)
+    cw = compare(w, a.weights, where=rows_w, atol=atol, rtol=atol)
+    co = compare(out, a.out, where=rows_out, atol=atol, rtol=atol)
     if cw.ok and co.ok:
         return Verdict.ok()
     if not cw.ok:

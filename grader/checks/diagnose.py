@@ -23,9 +23,11 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
 INCONCLUSIVE_ON_META = ("cannot be called on meta tensors", "item() on meta", "cannot be called on meta")
 
 
-def concept_of_exception(exc_type: str, message: str, default: str) -> str:
+def concept_of_exception(exc_type: str, message: str, default: str,
+                         case_patterns: dict[str, str] | None = None) -> str:
+    """The concept an exception points to: the case's own patterns first, then PyTorch's well-known errors."""
     text = f"{exc_type}: {message}".lower()
-    for needle, concept in _PATTERNS:
+    for needle, concept in list((case_patterns or {}).items()) + list(_PATTERNS):
         if needle.lower() in text:
             return concept
     return default

@@ -14,7 +14,8 @@ MASK_MESSAGES = {
     "causal-alignment": "With fewer queries than keys, the queries are the last positions: query i may see "
                         "keys j <= k_len - q_len + i (bottom-right), not a top-left triangle.",
     "mask-combination": "Keep masks combine with AND: a key is visible only if it is real and not in the future.",
-    "padding-broadcast": "Padding masks mark real tokens with True; with side='left' the real tokens sit at the end.",
+    "padding-broadcast": "Padding hides keys (columns): a (B, Lk) padding mask broadcasts as (B, 1, 1, Lk). "
+                         "True marks real tokens; with side='left' they are the last positions.",
     "inverted": "Your mask uses the opposite convention: here True means 'may attend' (or 'real token').",
 }
 

@@ -19,7 +19,7 @@ import reference
 @dataclass(frozen=True)
 class Variant:
     split: str = "standard"  # "standard" | "no_transpose" | "interleaved"
-    merge: str = "standard"  # "standard" | "no_transpose"
+    merge: str = "standard"  # "standard" | "no_transpose" | "interleaved"
     scale: str = "d_k"  # "d_k" | "d_model"
     causal: str = "bottom_right"  # "bottom_right" | "top_left" | "none"
     cached_mask: str = "grow"  # "grow" | "square" (mask[:Tq, :Tq] -> only when Tq == T_total)
@@ -28,6 +28,7 @@ class Variant:
 VARIANTS: dict[str, Variant] = {
     "head-split": Variant(split="no_transpose"),
     "head-split/interleaved": Variant(split="interleaved"),
+    "head-split/interleaved-both": Variant(split="interleaved", merge="interleaved"),
     "head-merge": Variant(merge="no_transpose"),
     "scaling": Variant(scale="d_model"),
     "causal-leak": Variant(causal="none"),
@@ -49,6 +50,8 @@ def _merge(o: torch.Tensor, how: str) -> torch.Tensor:
     B, h, T, d = o.shape
     if how == "no_transpose":
         return o.reshape(B, T, h * d)
+    if how == "interleaved":
+        return o.permute(0, 2, 3, 1).reshape(B, T, h * d)  # inverse of the interleaved split
     return o.transpose(1, 2).reshape(B, T, h * d)  # (B, T, E)
 
 

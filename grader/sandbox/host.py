@@ -795,13 +795,23 @@ def descendants(root: int) -> list[int]:
 def _tree_rss(root: int | None) -> int:
     if not root or not os.path.isdir("/proc"):
         return 0
+    # PSS, not RSS: forked processes share torch's pages, which RSS would count once per process.
     page = os.sysconf("SC_PAGE_SIZE")
     total = 0
     for pid in [root] + descendants(root):
         try:
-            with open(f"/proc/{pid}/statm") as f:
-                total += int(f.read().split()[1]) * page
-        except (OSError, ValueError, IndexError):
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            try:
+                with open(f"/proc/{pid}/statm") as f:
+                    total += int(f.read().split()[1]) * page
+            except (OSError, ValueError, IndexError):
+                continue
+        except (ValueError, IndexError):
             continue
     return total
 

@@ -1,0 +1,1 @@
+"""Click commands, one module per workflow; each registers itself on ``grader.cli.main``."""

@@ -1,0 +1,1 @@
+"""Instructor commands: grade a folder of submissions, the gradebook, re-render reports."""
