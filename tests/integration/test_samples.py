@@ -1,0 +1,53 @@
+"""The sample submissions are the grader's own proof: correct ones score 100 %, each buggy one
+fails exactly the cases aimed at its bug, with the right concept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.assignments import load_assignment
+from grader.engine import Engine, limits_for
+from grader.results import Outcome
+from grader.sandbox import Sandbox
+from grader.validate import compare_to_expectation, read_expectations
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = read_expectations(ROOT / "submissions")
+
+
+@pytest.fixture(scope="module")
+def engines():
+    """One sandbox and engine per assignment, reference setups computed once for all samples."""
+    opened, sandboxes = {}, []
+    for slug in sorted({s.assignment for s in SAMPLES}):
+        a = load_assignment(slug)
+        sb = Sandbox(limits_for(a))
+        sandboxes.append(sb.__enter__())
+        opened[slug] = Engine(a, sb)
+    yield opened
+    for sb in sandboxes:
+        sb.__exit__(None, None, None)
+
+
+def test_every_sample_file_is_declared_and_every_declaration_exists():
+    declared = {s.path.resolve() for s in SAMPLES}
+    on_disk = {p.resolve() for p in (ROOT / "submissions").rglob("*") if p.suffix in (".py", ".ipynb")}
+    assert declared == on_disk
+    assert sum("correct" in s.path.parts for s in SAMPLES) >= 8
+    assert sum("buggy" in s.path.parts for s in SAMPLES) >= 15
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[str(s.path.relative_to(ROOT / "submissions")) for s in SAMPLES])
+def test_sample_gets_its_declared_outcome(sample, engines):
+    report = engines[sample.assignment].grade_path(sample.path)
+    assert report.load.ok, report.load.message
+    assert compare_to_expectation(report, sample) == ""
+    if not sample.fails:
+        assert report.score.earned == report.score.possible
+        assert report.score.display_percent() == "100%"
+    else:
+        assert report.score.earned < report.score.possible
+        failing = [c for c in report.cases if c.outcome is not Outcome.PASSED]
+        assert all(c.concept and c.message for c in failing)
