@@ -90,7 +90,7 @@ class Case:
         self.id = id
         self.title = title
         self.concept = concept
-        self.points = points
+        self.points = float(points)
         self.hidden = hidden
         self.uses = uses
         self.params = params
