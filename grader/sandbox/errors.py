@@ -27,7 +27,7 @@ class WorkerTimeout(SandboxError):
 
 
 class WorkerCrashed(SandboxError):
-    """The worker died: kind is "memory", "signal", "exit", "output" or "protocol"."""
+    """The worker died: kind is "memory", "signal", "exit" or "output"."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)

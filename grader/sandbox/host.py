@@ -27,7 +27,7 @@ from typing import Any
 from grader.results import CellError
 from grader.sandbox import jail
 from grader.sandbox.errors import SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
-from grader.sandbox.wire import (MAX_HEADER_BYTES, PREFIX, Handle, Opaque, check_prefix, decode_frame,
+from grader.sandbox.wire import (MAX_HEADER_BYTES, PREFIX, Handle, check_prefix, decode_frame,
                                  encode_frame)
 
 LINUX = sys.platform.startswith("linux")
@@ -115,7 +115,8 @@ class Sandbox:
         self._closed = False
         self._zygote: subprocess.Popen | None = None
         self._zsock: socket.socket | None = None
-        self._root = tempfile.mkdtemp(prefix="grader-sbx-")
+        _remove_stale()
+        self._root = tempfile.mkdtemp(prefix=f"grader-sbx-{os.getpid()}-")
         os.chmod(self._root, 0o711)
         self._env = _child_env(device)
         _LIVE.add(self)
@@ -208,7 +209,10 @@ class Sandbox:
         if self._closed:
             raise SandboxError("the sandbox is closed")
         w = self._spawn(main=_main_name(sub), files=dict(getattr(sub, "files", {}) or {}))
-        w.load = w._run_units(list(sub.units))
+        if getattr(sub, "error", None):
+            w.load = LoadReport(ok=False, message=sub.error)
+        else:
+            w.load = w._run_units(list(sub.units))
         return w
 
     def _spawn(self, *, main: str = "submission.py", files: dict[str, bytes] | None = None) -> "Worker":
@@ -300,6 +304,32 @@ class Sandbox:
             pass
 
 
+def _remove_stale() -> None:
+    """Scratch roots and empty cgroups left by a grader that was killed (SIGKILL skips clean-up)."""
+    def dead(pid: str) -> bool:
+        return pid.isdigit() and not os.path.exists(f"/proc/{pid}")
+
+    tmp = tempfile.gettempdir()
+    try:
+        for name in os.listdir(tmp):
+            if name.startswith("grader-sbx-") and dead(name.split("-")[2]):
+                shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+    except OSError:
+        pass
+    if not LINUX:
+        return
+    for controller in ("memory", "pids"):
+        base = jail.cgroup_base(controller)
+        if not base:
+            continue
+        for name in os.listdir(base):
+            if name.startswith("grader-") and dead(name.split("-")[1]):
+                try:
+                    os.rmdir(os.path.join(base, name))
+                except OSError:
+                    pass
+
+
 def _is_ours(path: str) -> bool:
     import grader
 
@@ -333,7 +363,8 @@ def _write_files(scratch: str, files: dict[str, bytes]) -> None:
 
 
 class Worker:
-    """One submission's jailed process. Calls raise `SandboxError`s; after a timeout or crash it is dead."""
+    """One submission's jailed process. Calls raise `SandboxError`s; after a timeout, crash or
+    invalid reply (WireError: the worker is killed too) it is dead."""
 
     def __init__(self, sandbox: Sandbox, *, scratch: str, cgroups: list[str], channel: socket.socket,
                  status: socket.socket, out_fd: int, err_fd: int, supervisor: int,
@@ -546,10 +577,10 @@ class Worker:
                         need = check_prefix(bytes(buf[:PREFIX.size]), max_header=MAX_HEADER_BYTES,
                                             max_payload=self.limits.max_result_bytes)
                     except WireError as e:
-                        self._die(WorkerCrashed("protocol", f"invalid reply while {phase}: {e}"), "protocol")
+                        self._die(WireError(f"invalid reply while {phase}: {e}"), "protocol")
                 if need is not None and len(buf) >= PREFIX.size + need[0] + need[1]:
                     if len(buf) > PREFIX.size + need[0] + need[1]:
-                        self._die(WorkerCrashed("protocol", f"unexpected extra bytes while {phase}"),
+                        self._die(WireError(f"unexpected extra bytes while {phase}"),
                                   "protocol")
                     return self._decode(buf, need, phase)
 
@@ -561,11 +592,11 @@ class Worker:
             reply = decode_frame(header, payload, on_handle=lambda i, t: Handle(i, t, self._token),
                                  device_map=_device_map)
         except WireError as e:
-            self._die(WorkerCrashed("protocol", f"invalid reply while {phase}: {e.message}"), "protocol")
+            self._die(WireError(f"invalid reply while {phase}: {e.message}"), "protocol")
         except Exception as e:  # e.g. a cuda tensor when this process has no CUDA
-            self._die(WorkerCrashed("protocol", f"invalid reply while {phase}: {e}"), "protocol")
+            self._die(WireError(f"invalid reply while {phase}: {e}"), "protocol")
         if type(reply.get("ok")) is not bool and reply.get("op") != "hello":
-            self._die(WorkerCrashed("protocol", f"reply without status while {phase}"), "protocol")
+            self._die(WireError(f"reply without status while {phase}"), "protocol")
         return reply
 
     # -- output --

@@ -26,6 +26,9 @@ def main(ctl_fd: int) -> None:
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
+    # Meta tensors compute nothing and start no threads, but their first op imports ~1 s of
+    # Python (meta registrations); pay it once here rather than in every worker.
+    (torch.empty(1, device="meta") * 2).sum()
     from grader.sandbox import jail, worker
 
     if sys.platform.startswith("linux"):

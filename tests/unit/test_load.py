@@ -1,0 +1,238 @@
+"""grader.load: every kind of submission, and every bad input giving a message instead of a crash."""
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import load
+from grader.load import load_submission, neutralise_magics, student_id
+
+DATA = Path(__file__).parent.parent / "data" / "load"
+
+
+def notebook(path, cells, tags=None):
+    nb = nbformat.v4.new_notebook()
+    for i, src in enumerate(cells):
+        if src.startswith("md:"):
+            nb.cells.append(nbformat.v4.new_markdown_cell(src[3:]))
+        else:
+            cell = nbformat.v4.new_code_cell(src)
+            if tags and tags[i]:
+                cell.metadata["tags"] = tags[i]
+            cell.outputs = [nbformat.v4.new_output("stream", text="stored output, ignored")]
+            nb.cells.append(cell)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_py_file(tmp_path):
+    p = tmp_path / "alice.py"
+    p.write_text("def f():\n    return 1\n")
+    sub = load_submission(p)
+    assert (sub.id, sub.kind, sub.error) == ("alice", "py", None)
+    assert sub.units == (load.CodeUnit(label="alice.py", cell=None, source="def f():\n    return 1\n"),)
+    assert len(sub.sha256) == 64
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "bob.py"
+    p.write_text("  \n")
+    assert load_submission(p).error == "bob.py is empty"
+
+
+def test_missing_file(tmp_path):
+    assert load_submission(tmp_path / "ghost.py").error == "ghost.py does not exist"
+
+
+def test_non_utf8_names_the_byte_offset(tmp_path):
+    p = tmp_path / "latin.py"
+    p.write_bytes(b"x = 'caf\xe9'\n")
+    err = load_submission(p).error
+    assert "not UTF-8" in err and "byte offset 8" in err and "0xe9" in err
+
+
+def test_notebook_cells_numbered_as_in_jupyter(tmp_path):
+    p = notebook(tmp_path / "nb.ipynb", ["md:# Title", "x = 1", "md:text", "def f():\n    return x"])
+    sub = load_submission(p)
+    assert sub.error is None and sub.kind == "ipynb"
+    assert [(u.label, u.cell) for u in sub.units] == [("cell 2", 2), ("cell 4", 4)]
+    assert "stored output" not in "".join(u.source for u in sub.units)
+
+
+def test_magics_neutralised_keeping_line_numbers(tmp_path):
+    src = "%matplotlib inline\nimport torch\n!pip install x\nif True:\n    %time f()\nfiles = !ls\ny = 2"
+    out = neutralise_magics(src)
+    lines = out.split("\n")
+    assert len(lines) == 7
+    assert lines[0].startswith("pass") and lines[2].startswith("pass")
+    assert lines[4] == "    pass  # magic not run"
+    assert lines[5].startswith("files = None")
+    assert lines[1] == "import torch" and lines[6] == "y = 2"
+    compile(out, "x", "exec")
+
+
+def test_cell_magics(tmp_path):
+    timed = neutralise_magics("%%time\nx = 1\ny = 2")
+    assert timed.split("\n")[1:] == ["x = 1", "y = 2"]
+    bash = neutralise_magics("%%bash\nrm -rf /\necho hi")
+    assert bash.count("\n") == 2 and "rm" in bash and all(
+        line.startswith(("pass", "#")) for line in bash.split("\n"))
+    compile(bash, "x", "exec")
+
+
+def test_cell_tag_restricts_cells(tmp_path):
+    p = notebook(tmp_path / "nb.ipynb", ["a = 1", "b = 2", "c = 3"], tags=[["graded"], None, ["graded", "x"]])
+    sub = load_submission(p, cell_tag="graded")
+    assert [u.cell for u in sub.units] == [1, 3]
+    none = load_submission(p, cell_tag="missing-tag")
+    assert "no code cell tagged 'missing-tag'" in none.error
+
+
+def test_invalid_json_notebook(tmp_path):
+    p = tmp_path / "broken.ipynb"
+    p.write_text('{"cells": [')
+    assert "invalid JSON" in load_submission(p).error
+
+
+def test_empty_notebook(tmp_path):
+    p = tmp_path / "e.ipynb"
+    p.write_text("")
+    assert load_submission(p).error == "e.ipynb is empty"
+
+
+def test_notebook_without_code_cells(tmp_path):
+    p = notebook(tmp_path / "md.ipynb", ["md:only prose"])
+    assert load_submission(p).error == "md.ipynb has no code cells"
+
+
+def test_notebook_v3_converted():
+    sub = load_submission(DATA / "notebook_v3.ipynb")
+    assert sub.error is None
+    assert [(u.cell, u.source) for u in sub.units] == [(2, "def f(x):\n    return x + 1")]
+
+
+def test_notebook_v2_refused(tmp_path):
+    p = tmp_path / "old.ipynb"
+    p.write_text(json.dumps({"nbformat": 2, "worksheets": []}))
+    assert "version 2" in load_submission(p).error
+
+
+def test_huge_notebook_refused_without_parsing(tmp_path, monkeypatch):
+    monkeypatch.setattr(load, "MAX_FILE_BYTES", 1000)
+    p = notebook(tmp_path / "big.ipynb", ["x = 1"])
+    with open(p, "a") as f:
+        f.write(" " * 2000)
+    err = load_submission(p).error
+    assert "larger than" in err and "clear the notebook's outputs" in err
+
+
+def test_folder_with_main_and_helpers(tmp_path):
+    d = tmp_path / "carol"
+    (d / "pkg").mkdir(parents=True)
+    (d / "submission.py").write_text("from helper import h\n")
+    (d / "helper.py").write_text("def h(): return 1\n")
+    (d / "pkg" / "mod.py").write_text("X = 1\n")
+    sub = load_submission(d)
+    assert (sub.id, sub.kind, sub.error) == ("carol", "folder", None)
+    assert sub.units[0].label == "submission.py"
+    assert sorted(sub.files) == ["helper.py", "pkg/mod.py"]
+
+
+def test_folder_missing_main(tmp_path):
+    d = tmp_path / "dave"
+    d.mkdir()
+    (d / "a.py").write_text("x=1")
+    (d / "b.py").write_text("y=1")
+    err = load_submission(d, main_module="attention.py").error
+    assert err == "the submission has no attention.py; found: a.py, b.py. Rename your main file to attention.py"
+
+
+def test_folder_lone_file_used_as_main(tmp_path):
+    d = tmp_path / "erin"
+    d.mkdir()
+    notebook(d / "work.ipynb", ["x = 1"])
+    sub = load_submission(d)
+    assert sub.error is None and sub.units[0].cell == 1
+
+
+def test_folder_symlink_outside_refused(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hidden cases")
+    d = tmp_path / "frank"
+    d.mkdir()
+    (d / "submission.py").write_text("x=1")
+    os.symlink(secret, d / "data.txt")
+    assert "symbolic link pointing outside" in load_submission(d).error
+
+
+def test_folder_digest_is_stable(tmp_path):
+    d = tmp_path / "gina"
+    d.mkdir()
+    (d / "submission.py").write_text("x=1")
+    assert load_submission(d).sha256 == load_submission(d).sha256
+
+
+def make_zip(path, members):
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def test_zip_with_top_folder(tmp_path):
+    p = make_zip(tmp_path / "hana_12345_hw.zip", {"hw/submission.py": "x = 1", "hw/util.py": "y = 2"})
+    sub = load_submission(p)
+    assert (sub.id, sub.kind, sub.error) == ("hana_12345", "zip", None)
+    assert sub.units[0].source == "x = 1" and sub.files == {"util.py": b"y = 2"}
+
+
+@pytest.mark.parametrize("member", ["../evil.py", "/etc/evil.py", "a/../../evil.py", "C:/evil.py"])
+def test_zip_traversal_refused(tmp_path, member):
+    p = make_zip(tmp_path / "z.zip", {"submission.py": "x=1", member: "boom"})
+    assert "unsafe path" in load_submission(p).error
+
+
+def test_zip_symlink_refused(tmp_path):
+    p = tmp_path / "link.zip"
+    with zipfile.ZipFile(p, "w") as zf:
+        zf.writestr("submission.py", "x=1")
+        info = zipfile.ZipInfo("data.txt")
+        info.external_attr = (0o120777 << 16)
+        zf.writestr(info, "/etc/passwd")
+    assert "symbolic link" in load_submission(p).error
+
+
+def test_zip_too_large_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(load, "MAX_TOTAL_BYTES", 100)
+    p = make_zip(tmp_path / "big.zip", {"submission.py": "x" * 500})
+    assert "unpacks to more than" in load_submission(p).error
+
+
+def test_not_a_zip(tmp_path):
+    p = tmp_path / "fake.zip"
+    p.write_bytes(b"not a zip")
+    assert "not a valid zip file" in load_submission(p).error
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("alice.py", "alice"),
+    ("doe_jane_12345_attention.ipynb", "doe_jane_12345"),
+    ("doejane_LATE_12345_67890_attention.py", "doejane_12345"),
+    ("Jane Doe_98765_assignsubmission_file_hw.zip", "jane-doe_98765"),
+    ("hw_1_alice.py", "hw_1_alice"),
+    ("../weird$name.py", "weird-name"),
+    ("___.py", "submission"),
+])
+def test_student_id(name, expected):
+    assert student_id(name) == expected
+
+
+def test_student_id_folder(tmp_path):
+    d = tmp_path / "Bob_Smith"
+    d.mkdir()
+    assert student_id(d) == "bob_smith"
+    assert student_id(str(d) + "/") == "bob_smith"
