@@ -17,6 +17,8 @@ class ExitCode(enum.IntEnum):
     """Grading ran, and the student's work (or a validation) did not pass."""
     USAGE = 2
     """The grader was asked to do something it cannot: bad arguments, unknown assignment, busy gradebook."""
+    INTERRUPTED = 130
+    """Stopped by Ctrl-C / SIGTERM; what finished was recorded and a re-run resumes."""
 
 
 def _default_submissions() -> Path | None:

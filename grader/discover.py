@@ -99,8 +99,8 @@ def _collect_folder(folder: Path, assignment_id: str, exclude: Path | None,
 
 
 def _is_output(folder: Path, exclude: Path | None) -> bool:
-    if exclude is not None and _same(folder, exclude):
-        return True
+    if exclude is not None and (_same(folder, exclude) or exclude.resolve().is_relative_to(folder.resolve())):
+        return True  # the output folder itself, or one holding it (reports/ of reports/<assignment>)
     if any((folder / m).exists() for m in OUTPUT_MARKERS):
         return True
     return (folder / "results").is_dir() and (folder / "index.html").is_file()

@@ -68,6 +68,12 @@ class Engine:
             s = self._setups[inst.id] = inst.case.setup(ctx)
         return s
 
+    def share_setups_from(self, other: "Engine") -> None:
+        """Reuse another engine's computed setups (same assignment): one reference computation per batch."""
+        if other.assignment is not self.assignment:
+            raise ValueError("engines grade different assignments")
+        self._setups = other._setups
+
     def prepare(self) -> None:
         """Compute every case's inputs and reference results now (before forking workers)."""
         for inst in self.instances:

@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.errors import GraderError
-from grader.ledger import connect, translate
-from grader.report.text import csv_cell
+from grader.ledger import BUSY_TIMEOUT_S, connect, translate
+from grader.report.text import csv_cell, fmt_points
 from grader.results import GradeReport
 
 GRADEBOOK_NAME = "gradebook.sqlite"
@@ -111,12 +111,12 @@ def now_iso() -> str:
 class Gradebook:
     """An open gradebook. Use as a context manager; `readonly=True` never creates or changes the file."""
 
-    def __init__(self, path: Path, *, readonly: bool = False):
+    def __init__(self, path: Path, *, readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S):
         self.path = Path(path)
         if readonly and not self.path.is_file():
             raise GraderError(f"no gradebook at {self.path}; run `grader grade ... -o DIR` first, "
                               "or pass --gradebook PATH / -d OUTDIR")
-        self._conn = connect(self.path, readonly=readonly)
+        self._conn = connect(self.path, readonly=readonly, busy_timeout_s=busy_timeout_s)
         try:
             if not readonly:
                 with self._conn:
@@ -150,11 +150,12 @@ class Gradebook:
                  int(report.load.ok), report.submission.sha256, report.submission.filename, report.graded_at))
 
     def finish_run(self, run_id: int, *, status: str, graded: int, reused: int, failed_to_load: int,
-                   errors: int) -> None:
+                   errors: int, isolation: str = "") -> None:
         with self._write():
             self._conn.execute(
-                "UPDATE runs SET finished_at=?, status=?, graded=?, reused=?, failed_to_load=?, errors=? WHERE id=?",
-                (now_iso(), status, graded, reused, failed_to_load, errors, run_id))
+                "UPDATE runs SET finished_at=?, status=?, graded=?, reused=?, failed_to_load=?, errors=?, "
+                "isolation=COALESCE(NULLIF(?, ''), isolation) WHERE id=?",
+                (now_iso(), status, graded, reused, failed_to_load, errors, isolation, run_id))
 
     def _write(self) -> "_Tx":
         return _Tx(self._conn, self.path)
@@ -229,13 +230,16 @@ def scores_csv(rows: list[ScoreRow]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([f.name for f in fields(ScoreRow)])
     for r in rows:
-        w.writerow([_cell(v) for v in astuple(r)])
+        w.writerow([_cell(f.name, v) for f, v in zip(fields(ScoreRow), astuple(r))])
     return buf.getvalue()
 
 
-def _cell(v: object) -> str:
+def _cell(name: str, v: object) -> str:
+    """As grades.csv writes them: points like 20.5, percent with two decimals, yes/no flags."""
     if isinstance(v, bool):
         return "yes" if v else "no"
+    if name == "percent":
+        return f"{v:.2f}"
     if isinstance(v, float):
-        return f"{v:g}" if v == int(v) else f"{v:.2f}"
-    return csv_cell(str(v)) if isinstance(v, str) else str(v)
+        return fmt_points(v)
+    return csv_cell(v) if isinstance(v, str) else str(v)

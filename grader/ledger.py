@@ -12,7 +12,6 @@ leaves every entry either fully there or absent (never half-written, never dupli
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -54,13 +53,13 @@ def mode_of(*, public_only: bool, device: str) -> str:
     return f"{'public' if public_only else 'all'}@{device}"
 
 
-def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+def connect(path: Path, *, readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
     """An SQLite connection in WAL mode with a busy timeout; lock errors become `GradebookBusy`."""
     try:
         if readonly:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s)
         else:
-            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+            conn = sqlite3.connect(path, timeout=busy_timeout_s)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
     except sqlite3.OperationalError as e:
@@ -80,9 +79,9 @@ def translate(e: sqlite3.Error, path: Path) -> GraderError:
 class Ledger:
     """The ledger of one output folder. Use as a context manager."""
 
-    def __init__(self, out_dir: Path):
+    def __init__(self, out_dir: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S):
         self.path = Path(out_dir) / LEDGER_NAME
-        self._conn = connect(self.path)
+        self._conn = connect(self.path, busy_timeout_s=busy_timeout_s)
         try:
             with self._conn:
                 self._conn.execute(_SCHEMA)
@@ -132,16 +131,3 @@ class Ledger:
 def _values(key: LedgerKey) -> tuple[str, ...]:
     return (key.student_id, key.sha256, key.assignment, key.version, key.grader_version, key.mode)
 
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename inside `folder` durable (best effort: not every filesystem allows it)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

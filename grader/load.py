@@ -285,7 +285,8 @@ def _from_tree(files: dict[str, bytes], main_module: str | None,
     main = main_module or DEFAULT_MAIN
     if main not in files:
         candidates = sorted(r for r in files if "/" not in r and r.endswith((".py", ".ipynb")))
-        if main_module is None and len(candidates) == 1:
+        # A lone module is unambiguous whatever its name (my_attention.py in a student's folder).
+        if len(candidates) == 1:
             main = candidates[0]
         else:
             found = ", ".join(candidates) or "no .py or .ipynb files"

@@ -68,6 +68,8 @@ def main(ctl_fd: int) -> None:
                 ctl.send(json.dumps({"error": "bad request"}).encode())
         _reap(mine)
     _kill_all(mine)
+    # Skip interpreter teardown: unloading torch takes ~0.6 s and nothing here needs flushing.
+    os._exit(0)
 
 
 def _reap(mine: set[int]) -> None:

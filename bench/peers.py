@@ -1,0 +1,165 @@
+"""Set up and run the peers on the same notebooks: nbgrader 0.9.6 `autograde` and otter-grader 7.0.0
+`otter run`, each from its own virtualenv (bench/peers_install.py), each with the same 8 checks
+(bench/peer_checks.py).
+
+Concessions in the peers' favour (kept honest, all make them faster): their copies of the notebooks
+have the `!pip install` and `%matplotlib` lines commented out (a real `!pip` costs a kernel ~1 s and
+`%matplotlib` needs matplotlib in the kernel), and they run 8 checks while our grader runs 32 case
+instances with diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from peer_checks import CHECKS, PRELUDE
+from peers_install import venv_dir
+
+ASSIGNMENT = "hw3"
+
+
+def _peer_source(nb: dict) -> dict:
+    """The student's notebook with shell and magic lines commented out (see module docstring)."""
+    nb = json.loads(json.dumps(nb))
+    for c in nb["cells"]:
+        if c["cell_type"] != "code":
+            continue
+        src = "".join(c["source"])
+        src = re.sub(r"(?m)^(\s*)([!%])", r"\1# \2", src)
+        c["source"] = src.splitlines(True)
+        c["outputs"], c["execution_count"] = [], None
+    return nb
+
+
+def _env(name: str) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{venv_dir(name) / 'bin'}:{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(venv_dir(name))
+    env.pop("PYTHONPATH", None)
+    env.setdefault("JUPYTER_PLATFORM_DIRS", "1")
+    return env
+
+
+# --- nbgrader ---------------------------------------------------------------------------------
+
+def _nbg_cell(kind: str, src: str, **nbgrader) -> dict:
+    c = {"cell_type": kind, "metadata": {}, "source": src}
+    if kind == "code":
+        c.update(execution_count=None, outputs=[])
+    if nbgrader:
+        c["metadata"]["nbgrader"] = {"schema_version": 3, "locked": False, "solution": False, "grade": False,
+                                     **nbgrader}
+    return c
+
+
+def _nbg_master() -> dict:
+    cells = [_nbg_cell("markdown", "# Homework 3: masked attention"),
+             _nbg_cell("code", "import torch\n### BEGIN SOLUTION\n### END SOLUTION",
+                       grade_id="answer", solution=True),
+             _nbg_cell("code", PRELUDE, grade_id="prelude", locked=True)]
+    for i, (name, src) in enumerate(CHECKS):
+        cells.append(_nbg_cell("code", src, grade_id=f"check_{i}_{name}", grade=True, locked=True, points=1))
+    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                        "name": "python3"}, "language_info": {"name": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def nbgrader_setup(root: Path, notebooks: list[Path], log) -> list[str]:
+    """A course folder with `hw3` released and `notebooks` submitted (one student each)."""
+    if root.exists():
+        shutil.rmtree(root)
+    (root / "source" / ASSIGNMENT).mkdir(parents=True)
+    (root / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.CourseDirectory.course_id = 'bench'\n"
+        f"c.CourseDirectory.root = {str(root)!r}\n"
+        "c.ExecutePreprocessor.timeout = 120\n")
+    (root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(_nbg_master()))
+    r = subprocess.run([str(venv_dir("nbgrader") / "bin" / "nbgrader"), "generate_assignment", ASSIGNMENT,
+                        "--force"], cwd=root, env=_env("nbgrader"), capture_output=True, text=True)
+    log.write(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise RuntimeError(f"nbgrader generate_assignment failed: {r.stderr[-800:]}")
+    release = json.loads((root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+    students = []
+    for i, nb_path in enumerate(notebooks):
+        student = f"s{i:03d}"
+        nb = _peer_source(json.loads(nb_path.read_text()))
+        cells = []
+        for c in release["cells"]:
+            meta = c.get("metadata", {}).get("nbgrader", {})
+            if meta.get("grade_id") == "answer":
+                # the student's own cells replace the solution cell; the last code cell carries its id
+                mine = [json.loads(json.dumps(x)) for x in nb["cells"]]
+                last = max(j for j, x in enumerate(mine) if x["cell_type"] == "code")
+                mine[last]["metadata"]["nbgrader"] = meta
+                cells.extend(mine)
+            else:
+                cells.append(c)
+        out = dict(release, cells=cells)
+        d = root / "submitted" / student / ASSIGNMENT
+        d.mkdir(parents=True)
+        (d / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(out))
+        (d / "timestamp.txt").write_text("2026-05-01 12:00:00.000000 UTC")
+        students.append(student)
+    return students
+
+
+def nbgrader_scores(root: Path) -> tuple[None, dict[str, float]]:
+    """student -> points (of 8) from the gradebook `nbgrader autograde` wrote."""
+    py = venv_dir("nbgrader") / "bin" / "python"
+    q = ("from nbgrader.api import Gradebook\nimport json\n"
+         f"gb = Gradebook('sqlite:///{root}/gradebook.db')\n"
+         "print(json.dumps({s.id: gb.find_submission('hw3', s.id).score for s in gb.students}))\ngb.close()")
+    r = subprocess.run([str(py), "-c", q], cwd=root, env=_env("nbgrader"), capture_output=True, text=True)
+    return None, (json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {})
+
+
+# --- otter --------------------------------------------------------------------------------------
+
+def otter_setup(root: Path, log) -> Path:
+    """autograder.zip with the 8 checks as OK-format tests (doctests), made by `otter generate`."""
+    if root.exists():
+        shutil.rmtree(root)
+    (root / "tests").mkdir(parents=True)
+    for i, (name, src) in enumerate(CHECKS):
+        code = f">>> exec({(PRELUDE + src)!r}, dict(globals()))"
+        test = {"name": f"q{i}_{name}", "points": 1, "suites": [{
+            "cases": [{"code": code, "hidden": False, "locked": False}],
+            "scored": True, "setup": "", "teardown": "", "type": "doctest"}]}
+        (root / "tests" / f"q{i}_{name}.py").write_text("OK_FORMAT = True\n\ntest = " + repr(test) + "\n")
+    r = subprocess.run([str(venv_dir("otter") / "bin" / "otter"), "generate", "--no-requirements",
+                        "--no-environment", "--no-config"], cwd=root, env=_env("otter"),
+                       capture_output=True, text=True)
+    log.write(r.stdout + r.stderr)
+    if r.returncode != 0 or not (root / "autograder.zip").exists():
+        raise RuntimeError(f"otter generate failed: {r.stderr[-800:]}")
+    return root / "autograder.zip"
+
+
+def otter_cmd(root: Path, zip_path: Path, notebook: Path) -> tuple[Path, list[str]]:
+    """A fresh folder holding the peer copy of `notebook`, and the `otter run` command grading it."""
+    work = root / "runs" / notebook.stem
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    sub = work / "submission.ipynb"
+    sub.write_text(json.dumps(_peer_source(json.loads(notebook.read_text()))))
+    return work, [str(venv_dir("otter") / "bin" / "otter"), "run", "-a", str(zip_path), "-o", str(work),
+                  "--no-logo", str(sub)]
+
+
+def otter_score(work: Path) -> float | None:
+    """Fraction of the 8 tests passed, from otter's results.json (None when it produced none)."""
+    res = work / "results.json"
+    if not res.exists():
+        return None
+    d = json.loads(res.read_text())
+    tests = [t for t in d.get("tests", []) if str(t.get("name", "")).startswith("q")]
+    if not tests:
+        return None
+    return sum(t.get("score", 0) or 0 for t in tests) / max(1e-9, sum(t.get("max_score", 1) or 1 for t in tests))
