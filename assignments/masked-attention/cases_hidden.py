@@ -96,7 +96,8 @@ def _(student, s, param):
 # --- attention: float32 ------------------------------------------------------------------------
 
 
-@case("basic_nomask", title="C1 attention without a mask (B2 H4 L37 D64)", concept="softmax-axis",
+# C1 in the case design table
+@case("basic_nomask", title="Attention without a mask (B2 H4 L37 D64)", concept="softmax-axis",
       points=2, hidden=True, uses=("masked_attention",))
 def basic_nomask(ctx):
     return attention_setup(*qkv(ctx, 2, 4, 37, 37, 64))
@@ -108,7 +109,8 @@ def _(student, s, param):
                          message="Scale by 1/sqrt(d_k) and take the softmax over keys; every weight row sums to 1.")
 
 
-@case("causal_square", title="C2 causal mask on a square sequence", concept="mask-fill-value",
+# C2 in the case design table
+@case("causal_square", title="Causal mask on a square sequence", concept="mask-fill-value",
       points=2, hidden=True, uses=("masked_attention",))
 def causal_square(ctx):
     q, k, v = qkv(ctx, 2, 4, 33, 33, 16)
@@ -120,7 +122,8 @@ def _(student, s, param):
     return run_attention(student, s, concept="mask-fill-value", message=MESSAGES["mask-fill-value"])
 
 
-@case("causal_negative_scores", title="C3 causal mask when every real score is negative",
+# C3 in the case design table
+@case("causal_negative_scores", title="Causal mask when every real score is negative",
       concept="mask-fill-value", points=2, hidden=True, uses=("masked_attention",))
 def causal_negative_scores(ctx):
     q, k, v = qkv(ctx, 2, 3, 9, 9, 16, negative_scores=True)
@@ -133,7 +136,8 @@ def _(student, s, param):
                          message="A masked score of 0 beats negative real scores: fill with -inf or finfo(dtype).min.")
 
 
-@case("padding_right", title="C4 key padding mask (B, 1, 1, T) with B == H", concept="padding-broadcast",
+# C4 in the case design table
+@case("padding_right", title="Key padding mask (B, 1, 1, T) with B == H", concept="padding-broadcast",
       points=2, hidden=True, uses=("masked_attention",))
 def padding_right(ctx):
     q, k, v = qkv(ctx, 3, 3, 12, 12, 16)
@@ -150,7 +154,8 @@ def _(student, s, param):
     return run_attention(student, s, concept="padding-broadcast", message=MESSAGES["padding-broadcast"])
 
 
-@case("padding_left_causal", title="C5 left padding combined with a causal mask", concept="mask-combination",
+# C5 in the case design table
+@case("padding_left_causal", title="Left padding combined with a causal mask", concept="mask-combination",
       points=2, hidden=True, uses=("masked_attention",))
 def padding_left_causal(ctx):
     q, k, v = qkv(ctx, 2, 4, 10, 10, 16)
@@ -164,7 +169,8 @@ def _(student, s, param):
     return run_attention(student, s, concept="mask-combination", message=MESSAGES["mask-combination"])
 
 
-@case("fully_masked_rows", title="C6 rows with no visible key: zeros and finite gradients",
+# C6 in the case design table
+@case("fully_masked_rows", title="Rows with no visible key: zeros and finite gradients",
       concept="fully-masked-rows", points=3, hidden=True, uses=("masked_attention",))
 def fully_masked_rows_case(ctx):
     q, k, v = qkv(ctx, 2, 2, 8, 8, 8)
@@ -210,7 +216,8 @@ def _half_pad_causal(ctx, dtype):
     return attention_setup(q, k, v, keep, rows=valid_query_rows(keep) & pad[:, None, :, None])
 
 
-@case("fp16_pad_causal", title="C7 float16 with padding and a causal mask", concept="dtype-overflow",
+# C7 in the case design table
+@case("fp16_pad_causal", title="Float16 with padding and a causal mask", concept="dtype-overflow",
       points=2, hidden=True, uses=("masked_attention",))
 def fp16_pad_causal(ctx):
     return _half_pad_causal(ctx, torch.float16)
@@ -221,7 +228,8 @@ def _(student, s, param):
     return run_attention(student, s, concept="dtype-overflow", message=MESSAGES["dtype-overflow"])
 
 
-@case("bf16_pad_causal", title="C8 bfloat16 with padding and a causal mask", concept="dtype-overflow",
+# C8 in the case design table
+@case("bf16_pad_causal", title="Bfloat16 with padding and a causal mask", concept="dtype-overflow",
       points=2, hidden=True, uses=("masked_attention",))
 def bf16_pad_causal(ctx):
     return _half_pad_causal(ctx, torch.bfloat16)
@@ -233,7 +241,8 @@ def _(student, s, param):
                          message="bfloat16 cannot hold float32's min: use torch.finfo(scores.dtype).min or -inf.")
 
 
-@case("fp16_fully_masked", title="C9 float16 with a fully masked row", concept="fully-masked-rows",
+# C9 in the case design table
+@case("fp16_fully_masked", title="Float16 with a fully masked row", concept="fully-masked-rows",
       points=2, hidden=True, uses=("masked_attention",))
 def fp16_fully_masked(ctx):
     q, k, v = qkv(ctx, 1, 2, 6, 6, 16, dtype=torch.float16)
@@ -249,7 +258,8 @@ def _(student, s, param):
                                  "-1e4, into the mean of v): guard rows with no visible key so they output 0.")
 
 
-@case("large_logits", title="C10 large scores (softmax stability)", concept="numerical-stability",
+# C10 in the case design table
+@case("large_logits", title="Large scores (softmax stability)", concept="numerical-stability",
       points=2, hidden=True, uses=("masked_attention",),
       params={"fp32": (torch.float32, 30.0), "fp16": (torch.float16, 4.0)})
 def large_logits(ctx):
@@ -271,7 +281,8 @@ def _(student, s, param):
 # --- attention: shapes, devices, determinism --------------------------------------------------
 
 
-@case("cross_attn_pad", title="C11 cross-attention: 5 queries over 11 padded keys", concept="padding-broadcast",
+# C11 in the case design table
+@case("cross_attn_pad", title="Cross-attention: 5 queries over 11 padded keys", concept="padding-broadcast",
       points=2, hidden=True, uses=("masked_attention",))
 def cross_attn_pad(ctx):
     q, k, v = qkv(ctx, 2, 3, 5, 11, 16)
@@ -302,7 +313,8 @@ def _mask_layout(ctx):
     return attention_setup(q, k, v, keep, rows=valid_query_rows(keep.expand(B, H, L, S)))
 
 
-@case("mask_shapes", title="C14 masks of every broadcastable shape", concept="padding-broadcast",
+# C14 in the case design table
+@case("mask_shapes", title="Masks of every broadcastable shape", concept="padding-broadcast",
       points=3, hidden=True, uses=("masked_attention",),
       params={"(B,1,1,S)": "B11S", "(B,1,L,S)": "B1LS", "(1,1,L,S)": "11LS", "(B,H,L,S)": "BHLS", "(L,S)": "LS"})
 def mask_shapes(ctx):
@@ -315,7 +327,8 @@ def _(student, s, param):
                          message="Any mask broadcastable to (B, H, Lq, Lk) must work: do not assume its rank.")
 
 
-@case("attention_device", title="C15 runs on another device (meta tensors stand in for a GPU)",
+# C15 in the case design table
+@case("attention_device", title="Runs on another device (meta tensors stand in for a GPU)",
       concept="device-placement", points=1, hidden=True, uses=("masked_attention",))
 def attention_device(ctx):
     q, k, v = (torch.empty(2, 2, 5, 8, device="meta") for _ in range(3))
@@ -339,7 +352,8 @@ def _(student, s, param):
     return Verdict.ok()
 
 
-@case("eval_determinism", title="C16 no randomness: no dropout at evaluation time", concept="dropout",
+# C16 in the case design table
+@case("eval_determinism", title="No randomness: no dropout at evaluation time", concept="dropout",
       points=1, hidden=True, uses=("masked_attention",))
 def eval_determinism(ctx):
     q, k, v = qkv(ctx, 2, 2, 16, 16, 16)

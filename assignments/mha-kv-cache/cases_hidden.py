@@ -39,7 +39,8 @@ def _check_forward(student, s, *, concept, candidates=tuple(variants.VARIANTS)):
                      concept=concept, where=s.extra.get("rows"), candidates=candidates)
 
 
-@case("mha_weights", title="C17 forward with copied weights (E32 H4 B2 T10)", concept="head-split",
+# C17 in the case design table
+@case("mha_weights", title="Forward with copied weights (E32 H4 B2 T10)", concept="head-split",
       points=3, hidden=True, uses=("MultiHeadAttention",))
 def mha_weights(ctx):
     return _forward_setup(ctx, B=2, T=10, d=32, h=4)
@@ -77,7 +78,8 @@ def _(student, s, param):
     return _check_forward(student, s, concept="padding-broadcast")
 
 
-@case("causality_grad", title="C18 the output at t has zero gradient w.r.t. inputs after t",
+# C18 in the case design table
+@case("causality_grad", title="The output at t has zero gradient w.r.t. inputs after t",
       concept="causal-leak", points=2, hidden=True, uses=("MultiHeadAttention",))
 def causality_grad(ctx):
     d, h, T = 16, 4, 12
@@ -117,7 +119,8 @@ def _(student, s, param):
     return Verdict.ok()
 
 
-@case("pad_invariance", title="C19 padding a batch does not change real tokens' outputs",
+# C19 in the case design table
+@case("pad_invariance", title="Padding a batch does not change real tokens' outputs",
       concept="padding-broadcast", points=2, hidden=True, uses=("MultiHeadAttention",),
       params={"right": "right", "left": "left"})
 def pad_invariance(ctx):
@@ -160,7 +163,8 @@ def _(student, s, param):
     return Verdict.ok()
 
 
-@case("kv_decode", title="C20 prefill 5 then 6 single-token steps", concept="kv-cache-growth",
+# C20 in the case design table
+@case("kv_decode", title="Prefill 5 then 6 single-token steps", concept="kv-cache-growth",
       points=3, hidden=True, uses=("MultiHeadAttention", "KVCache"))
 def kv_decode(ctx):
     return decode_setup(ctx, B=2, T=11, d=32, h=4, prefill=5, chunks=[1] * 6)
@@ -172,7 +176,8 @@ def _(student, s, param):
     return check_decode(student, s, concept="kv-cache-growth")
 
 
-@case("kv_chunked", title="C21 prefill 4, a chunk of 3, then single tokens", concept="causal-alignment",
+# C21 in the case design table
+@case("kv_chunked", title="Prefill 4, a chunk of 3, then single tokens", concept="causal-alignment",
       points=2, hidden=True, uses=("MultiHeadAttention", "KVCache"))
 def kv_chunked(ctx):
     return decode_setup(ctx, B=2, T=10, d=32, h=4, prefill=4, chunks=[3, 1, 1, 1])
@@ -184,7 +189,8 @@ def _(student, s, param):
     return check_decode(student, s, concept="causal-alignment")
 
 
-@case("kv_from_empty", title="C22 single-token steps from an empty cache", concept="kv-cache-growth",
+# C22 in the case design table
+@case("kv_from_empty", title="Single-token steps from an empty cache", concept="kv-cache-growth",
       points=1, hidden=True, uses=("MultiHeadAttention", "KVCache"))
 def kv_from_empty(ctx):
     return decode_setup(ctx, B=2, T=6, d=16, h=2, prefill=0, chunks=[1] * 6)
@@ -196,7 +202,8 @@ def _(student, s, param):
     return check_decode(student, s, concept="kv-cache-growth")
 
 
-@case("kv_left_padded_batch", title="C23 left-padded prompts [5, 3], mask grown while decoding",
+# C23 in the case design table
+@case("kv_left_padded_batch", title="Left-padded prompts [5, 3], mask grown while decoding",
       concept="mask-combination", points=2, hidden=True, uses=("MultiHeadAttention", "KVCache"))
 def kv_left_padded_batch(ctx):
     prompt = reference.padding_mask([5, 3], 5, side="left", device=ctx.device)
@@ -211,7 +218,8 @@ def _(student, s, param):
     return check_decode(student, s, concept="mask-combination")
 
 
-@case("mha_device", title="C15 runs on another device (meta tensors stand in for a GPU)",
+# C15 in the case design table
+@case("mha_device", title="Runs on another device (meta tensors stand in for a GPU)",
       concept="device-placement", points=1, hidden=True, uses=("MultiHeadAttention",))
 def mha_device(ctx):
     return Setup(inputs=dict(x=torch.empty(2, 5, 8, device="meta")))
@@ -231,7 +239,8 @@ def _(student, s, param):
     return Verdict.ok()
 
 
-@case("mha_eval_determinism", title="C16 eval mode is deterministic (no dropout)", concept="dropout",
+# C16 in the case design table
+@case("mha_eval_determinism", title="Eval mode is deterministic (no dropout)", concept="dropout",
       points=1, hidden=True, uses=("MultiHeadAttention",))
 def mha_eval_determinism(ctx):
     return _forward_setup(ctx, B=2, T=8, d=16, h=2, causal=True)
