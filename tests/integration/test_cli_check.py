@@ -1,0 +1,165 @@
+"""`grader check`: the student's self-check, through the real CLI (CliRunner and one subprocess)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from grader.assignments import load_assignment
+from grader.cli import main
+from grader.commands import student
+
+ROOT = Path(__file__).resolve().parents[2]
+SUBS = ROOT / "submissions" / "masked-attention"
+CORRECT = SUBS / "correct" / "einsum.py"
+BUGGY = SUBS / "buggy" / "zero_fill.py"
+PUBLIC = ["causal_mask_square", "padding_mask_right", "combine_masks_basic", "attention_basic",
+          "attention_causal_small"]
+_FULL = load_assignment(ROOT / "assignments" / "masked-attention")
+HIDDEN_SENTENCE = f"{sum(i.case.hidden for i in _FULL.instances())} hidden cases will run at grading time"
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, ["check", *args])
+
+
+def test_correct_submission_passes_every_public_case(tmp_path):
+    result = run(str(CORRECT), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "masked-attention v1.0 — self-check of einsum.py (public cases only)"
+    for cid in PUBLIC:
+        assert sum(line.startswith("  ✓ ") and line.endswith(f"[{cid}]") for line in lines) == 1, cid
+    assert "✗" not in result.output
+    assert "Public cases: 5 of 5 passed, 5/5 points (100%)" in lines
+    assert any(line.startswith(HIDDEN_SENTENCE) for line in lines)
+    assert "all cases passed" not in result.output.lower() and "all tests passed" not in result.output.lower()
+    report = tmp_path / "out" / "einsum.html"
+    assert lines[-1] == f"Report: {report}"
+    assert report.is_file() and "masked_attention with a causal mask" in report.read_text("utf-8")
+
+
+def test_buggy_submission_fails_the_right_case_with_its_concept(tmp_path):
+    result = run(str(BUGGY), "-a", "masked-attention", "-o", str(tmp_path))
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    i = next(n for n, line in enumerate(lines) if line.startswith("  ✗ "))
+    assert lines[i] == "  ✗ masked_attention with a causal mask [attention_causal_small] — mask-fill-value"
+    assert lines[i + 1].startswith("      Masked positions received attention weight")
+    assert sum(line.startswith("  ✓ ") for line in lines) == 4
+    assert "Public cases: 4 of 5 passed, 4/5 points (80%)" in lines
+    assert any(line.startswith(HIDDEN_SENTENCE) for line in lines)
+    assert (tmp_path / "zero_fill.html").is_file()
+
+
+def test_ascii_terminal_and_module_entry_point(tmp_path):
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run([sys.executable, "-m", "grader", "check", str(BUGGY), "-o", str(tmp_path)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0] == "masked-attention v1.0 - self-check of zero_fill.py (public cases only)"
+    assert "  FAIL masked_attention with a causal mask [attention_causal_small] - mask-fill-value" in out
+    assert sum(line.startswith("  ok ") for line in out) == 4
+    assert any(line.startswith(HIDDEN_SENTENCE) for line in out)
+    assert (tmp_path / "zero_fill.html").is_file()
+
+
+# --- usage errors: one line, exit 2, no grading --------------------------------------------
+
+def _one_error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    return lines[0]
+
+
+def test_missing_submission(tmp_path):
+    line = _one_error_line(run(str(tmp_path / "nope.py")))
+    assert line == f"Error: submission {tmp_path / 'nope.py'} does not exist"
+
+
+def test_unknown_assignment_lists_known_ones(tmp_path):
+    line = _one_error_line(run(str(CORRECT), "-a", "flash-attention", "-o", str(tmp_path)))
+    assert line.startswith("Error: unknown assignment 'flash-attention'; known assignments: ")
+    assert "masked-attention" in line and "mha-kv-cache" in line
+
+
+def test_output_folder_not_writable(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    line = _one_error_line(run(str(CORRECT), "-o", str(blocker / "reports")))
+    assert line.startswith(f"Error: cannot write to {blocker / 'reports'}: ")
+
+
+def test_unreadable_submission(tmp_path, monkeypatch):
+    sub = tmp_path / "attention.py"
+    sub.write_text("def f(): pass\n")
+    real_open = open
+
+    def deny(path, *a, **k):
+        if Path(path) == sub:
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr("builtins.open", deny)
+    line = _one_error_line(run(str(sub), "-o", str(tmp_path)))
+    assert line == f"Error: cannot read submission {sub}: Permission denied"
+
+
+def test_cannot_infer_the_assignment(tmp_path):
+    sub = tmp_path / "other.py"
+    sub.write_text("def something_else():\n    return 1\n")
+    line = _one_error_line(run(str(sub), "-o", str(tmp_path)))
+    assert line.startswith("Error: could not tell which assignment other.py is for; pass -a/--assignment (known:")
+
+
+def test_verbose_shows_the_traceback(tmp_path):
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "nope.py"), "--verbose"])
+    assert result.exit_code == 2
+    assert "Traceback" in result.output and result.output.rstrip().endswith("does not exist")
+
+
+def test_help_teaches_by_example():
+    result = CliRunner().invoke(main, ["check", "--help"])
+    assert result.exit_code == 0
+    assert "  grader check attention.py" in result.output and "Exit status: 0" in result.output
+
+
+# --- the summary lines without grading -----------------------------------------------------
+
+def _graded(hidden: int, outcomes: list[str]) -> student.Graded:
+    from grader.results import (AssignmentInfo, CaseResult, Environment, GradeReport, LoadInfo, Outcome,
+                                Points, SubmissionInfo)
+
+    cases = [CaseResult(id=f"c{i}", title=f"case {i}", outcome=Outcome(o),
+                        points=Points(float(o == "passed"), 1.0), hidden=False,
+                        concept=None if o == "passed" else "scaling", message="Divide by sqrt(d_k).")
+             for i, o in enumerate(outcomes)]
+    earned = sum(c.points.earned for c in cases)
+    report = GradeReport(SubmissionInfo("a", "0", "a.py", "py"), AssignmentInfo("x", "1"),
+                         Points(earned, len(cases)), cases, LoadInfo(ok=True),
+                         Environment("0", "0", "3", "cpu", "process"), "2026-01-01T00:00:00Z", public_only=True)
+    return student.Graded(report, None, "process", hidden, 2.0 * hidden)
+
+
+def test_no_hidden_cases_and_all_passed_says_so():
+    lines = student.check_lines(_graded(0, ["passed", "passed"]))
+    assert lines[-1] == "All cases passed."
+    assert not any("hidden" in line for line in lines)
+
+
+def test_hidden_cases_never_allow_all_passed():
+    lines = student.check_lines(_graded(1, ["passed"]))
+    assert lines[-1] == ("1 hidden case will run at grading time (worth 2 more points); "
+                         "this self-check is not your grade.")
+    assert not any("All cases passed" in line for line in lines)
+
+
+def test_percent_never_rounds_up_to_100():
+    lines = student.check_lines(_graded(0, ["passed"] * 199 + ["failed"]))
+    assert "Public cases: 199 of 200 passed, 199/200 points (99%)" in lines
