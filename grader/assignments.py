@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 import tomllib
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from grader.cases import Case, CaseInstance
-from grader.errors import AssignmentSpecError, UnknownAssignment
+from grader.errors import AssignmentSpecError, GraderError, UnknownAssignment
+
+if TYPE_CHECKING:  # finding and reading specs stays torch-free: `grader check` starts faster
+    from grader.cases import Case, CaseInstance
 
 CASE_FILES = ("cases_public.py", "cases_hidden.py")
 
@@ -49,12 +53,12 @@ class Assignment:
     cell_tag: str | None
     """When set, only notebook cells carrying this tag are graded."""
     entry_points: tuple[EntryPoint, ...]
-    cases: tuple[Case, ...]
+    cases: tuple["Case", ...]
     limits: dict = field(default_factory=dict)
     fully_masked_rows: str = "zeros"
     """Policy for query rows with no visible key (documented for students; cases follow it)."""
 
-    def instances(self, *, public_only: bool = False) -> list[CaseInstance]:
+    def instances(self, *, public_only: bool = False) -> list["CaseInstance"]:
         return [inst for c in self.cases if not (public_only and c.hidden) for inst in c.instances()]
 
     def possible(self, *, public_only: bool = False) -> float:
@@ -88,7 +92,41 @@ def available() -> dict[str, Path]:
     return found
 
 
-def _import_cases(folder: Path, package: str) -> list[Case]:
+def read_spec(folder: Path) -> dict[str, Any]:
+    """The parsed spec.toml of an assignment folder (no case is imported)."""
+    try:
+        return tomllib.loads((folder / "spec.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise AssignmentSpecError(f"{folder / 'spec.toml'}: {e}") from e
+
+
+def infer(submission: Path, candidates: dict[str, Path]) -> Path:
+    """The one candidate folder whose entry points the submission defines (read as text, never run)."""
+    try:
+        if submission.is_dir():
+            text = " ".join(p.read_text("utf-8", "replace") for p in sorted(submission.rglob("*.py"))[:50])
+        else:
+            text = submission.read_bytes()[: 20 << 20].decode("utf-8", "replace")
+    except OSError as e:
+        raise GraderError(f"cannot read {submission}: {e.strerror or e}") from e
+    matches = []
+    for name, folder in sorted(candidates.items()):
+        eps = [e.get("name", "") for e in read_spec(folder).get("entry_points", [])]
+        if eps and all(re.search(rf"\b(def|class)\s+{re.escape(e)}\b", text) for e in eps):
+            matches.append((name, folder))
+    if len(matches) == 1:
+        return matches[0][1]
+    known = ", ".join(sorted(candidates)) or "none"
+    if not matches:
+        raise GraderError(f"could not tell which assignment {submission.name} is for; pass -a/--assignment "
+                          f"(known: {known})")
+    raise GraderError(f"{submission.name} matches several assignments ({', '.join(n for n, _ in matches)}); "
+                      "pass -a/--assignment")
+
+
+def _import_cases(folder: Path, package: str) -> list["Case"]:
+    from grader.cases import Case
+
     pkg = types.ModuleType(package)
     pkg.__path__ = [str(folder)]  # lets case files do `from . import _common`
     sys.modules[package] = pkg
@@ -125,10 +163,7 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
         if str(name_or_path) not in known:
             raise UnknownAssignment(str(name_or_path), list(known))
         folder = known[str(name_or_path)]
-    try:
-        spec = tomllib.loads((folder / "spec.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise AssignmentSpecError(f"{folder / 'spec.toml'}: {e}") from e
+    spec = read_spec(folder)
     try:
         aid = spec["id"]
         package = "grader_assignment_" + "".join(ch if ch.isalnum() else "_" for ch in f"{aid}_{spec['version']}")

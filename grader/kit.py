@@ -24,14 +24,13 @@ torch, so that the sandbox can start first.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader.assignments import available, infer, read_spec
 from grader.errors import AssignmentSpecError, GraderError, OutputNotWritable, UnknownAssignment
 
 KIT_TABLE = "kit"
@@ -67,13 +66,6 @@ class Kit:
 
 # --- reading -------------------------------------------------------------------------------
 
-def read_spec(folder: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads((folder / "spec.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise AssignmentSpecError(f"{folder / 'spec.toml'}: {e}") from e
-
-
 def kit_info(folder: Path) -> KitInfo | None:
     """The ``[kit]`` table of an assignment folder, or None for a full (instructor) assignment."""
     table = read_spec(folder).get(KIT_TABLE)
@@ -102,53 +94,6 @@ def find_kit(*starts: Path) -> dict[str, Path]:
 
 # --- which assignment (torch-free) -----------------------------------------------------
 
-def _infer(submission: Path, candidates: dict[str, Path]) -> Path:
-    """The one candidate whose entry points the submission defines (read as text, never run)."""
-    try:
-        if submission.is_dir():
-            text = " ".join(p.read_text("utf-8", "replace") for p in sorted(submission.rglob("*.py"))[:50])
-        else:
-            text = submission.read_bytes()[: 20 << 20].decode("utf-8", "replace")
-    except OSError as e:
-        raise GraderError(f"cannot read {submission}: {e.strerror or e}") from e
-    matches = []
-    for name, folder in sorted(candidates.items()):
-        eps = [e.get("name", "") for e in read_spec(folder).get("entry_points", [])]
-        if eps and all(re.search(rf"\b(def|class)\s+{re.escape(e)}\b", text) for e in eps):
-            matches.append((name, folder))
-    if len(matches) == 1:
-        return matches[0][1]
-    known = ", ".join(sorted(candidates)) or "none"
-    if not matches:
-        raise GraderError(f"could not tell which assignment {submission.name} is for; pass -a/--assignment "
-                          f"(known: {known})")
-    raise GraderError(f"{submission.name} matches several assignments ({', '.join(n for n, _ in matches)}); "
-                      "pass -a/--assignment")
-
-
-def _search_roots() -> list[Path]:
-    """``grader.assignments.search_path()``, without importing that module (it imports torch)."""
-    paths = [Path(p) for p in os.environ.get("GRADER_ASSIGNMENTS", "").split(os.pathsep) if p]
-    paths += [Path.cwd() / "assignments", Path(__file__).resolve().parents[1] / "assignments"]
-    seen: set[Path] = set()
-    out = []
-    for p in paths:
-        r = p.resolve()
-        if r not in seen and r.is_dir():
-            seen.add(r)
-            out.append(r)
-    return out
-
-
-def available() -> dict[str, Path]:
-    """``grader.assignments.available()``, torch-free: name -> folder, first on the search path wins."""
-    found: dict[str, Path] = {}
-    for root in _search_roots():
-        for spec in sorted(root.glob("*/spec.toml")):
-            found.setdefault(spec.parent.name, spec.parent)
-    return found
-
-
 def locate_assignment(name: str | None, submission: Path | None, *, kits: bool = True) -> Path:
     """The assignment's folder: ``-a`` as a folder path or a name, else inferred from the submission.
 
@@ -169,7 +114,7 @@ def locate_assignment(name: str | None, submission: Path | None, *, kits: bool =
         return known[name]
     if submission is None:
         raise GraderError("missing -a/--assignment")
-    return _infer(submission, near or available())
+    return infer(submission, near or available())
 
 
 # --- writing -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import torch
 
 import reference
 from grader.cases import Setup, Verdict, case
-from grader.checks.attention import MESSAGES, check_attention, fully_masked_rows
+from grader.checks.attention import MESSAGES, check_attention
 from grader.checks.compare import Expected, check_structure, check_values
 from grader.checks.masks import check_mask
 

@@ -17,7 +17,7 @@ from grader.results import Evidence
 from grader.sandbox import StudentError
 
 from ._common import (
-    MESSAGES, check_decode, check_mha, decode_setup, expected, guarded, load_student, make_weights,
+    check_decode, check_mha, decode_setup, expected, guarded, load_student, make_weights,
 )
 from .cases_public import check_appends
 

@@ -3,38 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import re
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import click
 
-from grader.assignments import Assignment, available, load_assignment
-from grader.errors import GraderError
+from grader.assignments import Assignment, available, infer, load_assignment
+
+if TYPE_CHECKING:
+    from grader.engine import Engine
 
 
 def infer_assignment(submission: Path) -> Assignment:
     """The one assignment whose entry points the submission's text defines (read as text, never run)."""
-    try:
-        if submission.is_dir():
-            text = " ".join(p.read_text("utf-8", "replace") for p in sorted(submission.rglob("*.py"))[:50])
-        else:
-            text = submission.read_bytes()[: 20 << 20].decode("utf-8", "replace")
-    except OSError as e:
-        raise GraderError(f"cannot read {submission}: {e.strerror or e}") from e
-    matches = []
-    for name, folder in sorted(available().items()):
-        a = load_assignment(folder)
-        if a.entry_points and all(re.search(rf"\b(def|class)\s+{re.escape(e.name)}\b", text) for e in a.entry_points):
-            matches.append(a)
-    if len(matches) == 1:
-        return matches[0]
-    known = ", ".join(sorted(available())) or "none"
-    if not matches:
-        raise GraderError(f"could not tell which assignment {submission.name} is for; pass -a/--assignment "
-                          f"(known: {known})")
-    raise GraderError(f"{submission.name} matches several assignments ({', '.join(a.id for a in matches)}); "
-                      "pass -a/--assignment")
+    return load_assignment(infer(submission, available()))
 
 
 def resolve_assignment(name: str | None, submission: Path | None = None) -> Assignment:
