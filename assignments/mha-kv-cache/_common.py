@@ -11,6 +11,7 @@ from grader.cases import Setup, SetupContext, Verdict
 from grader.checks import mha as variants
 from grader.checks.compare import Expected, check_values
 from grader.results import CONCEPTS, Evidence
+from grader.sandbox import StudentError
 
 NAMES = ("W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight")
 
@@ -131,13 +132,57 @@ def steps_of(prefill: int, chunks: list[int]) -> list[tuple[int, int]]:
     return bounds
 
 
+def root_cause(student, m, weights, h: int, x: torch.Tensor) -> Verdict | None:
+    """When a black-box or decode check fails, look for the underlying mistake first: a head
+    layout or scale variant that a plain forward pass reproduces."""
+    try:
+        out = m(x[:1, :6].float())
+    except StudentError:
+        return None
+    if type(out) is not torch.Tensor:
+        return None
+    specific = variants.matching_variant(out, lambda v: variants.forward(weights, h, x[:1, :6], variant=v)[0],
+                                         candidates=("head-split", "head-split/interleaved",
+                                                     "head-split/interleaved-both", "head-merge", "scaling"))
+    return Verdict.fail(specific, message_for(specific)) if specific else None
+
+
+def broken_cache(student) -> Verdict | None:
+    """The student's KVCache on its own: appends of 2 then 1 steps must concatenate and be kept."""
+    k1, v1 = torch.arange(16.0).reshape(1, 2, 2, 4), -torch.arange(16.0).reshape(1, 2, 2, 4)
+    k2, v2 = k1[:, :, :1] + 100, v1[:, :, :1] - 100
+    try:
+        cache = student.KVCache()
+        cache.append(k1, v1)
+        got = cache.append(k2, v2)
+    except StudentError as e:
+        return Verdict.fail("kv-cache-append", f"Decoding failed inside KVCache.append ({e.exc_type}: "
+                            f"{e.message[:120]}): concatenate on the time axis, dim 2 of (B, h, T, d_k).")
+    ok = (isinstance(got, (tuple, list)) and len(got) == 2 and all(type(t) is torch.Tensor for t in got)
+          and got[0].shape == (1, 2, 3, 4) and torch.equal(got[0], torch.cat([k1, k2], 2))
+          and torch.equal(got[1], torch.cat([v1, v2], 2)))
+    if not ok:
+        return Verdict.fail("kv-cache-append", "Decoding failed because KVCache.append does not return the "
+                            "concatenation of everything cached so far on the time axis (dim 2).")
+    if cache.length() != 3:
+        return Verdict.fail("kv-cache-append", "Decoding failed because the cache does not keep what it appends: "
+                            "after appends of 2 and 1 steps, len(cache) should be 3.")
+    return None
+
+
 def check_decode(student, s: Setup, *, concept: str) -> Verdict:
     i = s.inputs
     m = load_student(student, i["d"], i["h"], i["weights"])
-    got, lengths = run_steps(student, m, i["x"], i["steps"], mask=i.get("mask"))
+    try:
+        got, lengths = run_steps(student, m, i["x"], i["steps"], mask=i.get("mask"))
+    except StudentError:
+        cause = broken_cache(student) or root_cause(student, m, i["weights"], i["h"], i["x"])
+        if cause:
+            return cause
+        raise
     want = [end for _, end in i["steps"]]
     if lengths != want:
-        c = "kv-cache-append" if len(set(lengths)) == 1 else "kv-cache-growth"
+        c = "kv-cache-append" if len(set(lengths)) == 1 or broken_cache(student) else "kv-cache-growth"
         return Verdict.fail(c, message_for(c),
                             Evidence(notes=[f"len(cache) after each step: {lengths}; expected {want}"]))
     weights, h, x, steps, mask = i["weights"], i["h"], i["x"], i["steps"], i.get("mask")

@@ -17,9 +17,12 @@ from grader.results import Evidence
 from grader.sandbox import StudentError
 
 from ._common import (
-    check_decode, check_mha, decode_setup, expected, guarded, load_student, make_weights,
+    check_decode, check_mha, decode_setup, expected, guarded, load_student, make_weights, root_cause,
 )
 from .cases_public import check_appends
+
+# A mask that does not fit (T_new, T_total) while decoding was built for another step's length.
+MASK_SIZE = {"must match the size of tensor": "causal-alignment"}
 
 
 def _forward_setup(ctx, *, B, T, d, h, causal=False, mask=None, rows=None, dtype=torch.float32, x=None):
@@ -112,6 +115,9 @@ def _(student, s, param):
         past, future = grad[:, : t + 1].abs().max(), grad[:, t + 1:].abs().max()
         if not bool(future <= 1e-12 * max(float(past), 1.0)):
             leak = torch.nonzero(grad[0, t + 1:].abs().sum(-1) > 0).flatten()[:5] + t + 1
+            cause = root_cause(student, m.float(), i["weights"], i["h"], i["x"])
+            if cause:
+                return cause
             return Verdict.fail("causal-leak", f"The output at position {t} changes when later tokens change: "
                                 "apply the causal mask to the scores of every head.",
                                 Evidence(notes=[f"gradient of outputs 0..{t} reaches inputs {leak.tolist()}",
@@ -159,13 +165,14 @@ def _(student, s, param):
                          message=f"Sequence {b} gives different outputs alone and inside a {i['side']}-padded batch: "
                                  "padding must hide keys, never change real tokens.")
         if not v.passed:
-            return v
+            return root_cause(student, m, i["weights"], i["h"], i["x"]) or v
     return Verdict.ok()
 
 
 # C20 in the case design table
 @case("kv_decode", title="Prefill 5 then 6 single-token steps", concept="kv-cache-growth",
-      points=3, hidden=True, uses=("MultiHeadAttention", "KVCache"))
+      points=3, hidden=True, uses=("MultiHeadAttention", "KVCache"),
+      on_error=MASK_SIZE)
 def kv_decode(ctx):
     return decode_setup(ctx, B=2, T=11, d=32, h=4, prefill=5, chunks=[1] * 6)
 
@@ -178,7 +185,8 @@ def _(student, s, param):
 
 # C21 in the case design table
 @case("kv_chunked", title="Prefill 4, a chunk of 3, then single tokens", concept="causal-alignment",
-      points=2, hidden=True, uses=("MultiHeadAttention", "KVCache"))
+      points=2, hidden=True, uses=("MultiHeadAttention", "KVCache"),
+      on_error=MASK_SIZE)
 def kv_chunked(ctx):
     return decode_setup(ctx, B=2, T=10, d=32, h=4, prefill=4, chunks=[3, 1, 1, 1])
 
@@ -191,7 +199,8 @@ def _(student, s, param):
 
 # C22 in the case design table
 @case("kv_from_empty", title="Single-token steps from an empty cache", concept="kv-cache-growth",
-      points=1, hidden=True, uses=("MultiHeadAttention", "KVCache"))
+      points=1, hidden=True, uses=("MultiHeadAttention", "KVCache"),
+      on_error=MASK_SIZE)
 def kv_from_empty(ctx):
     return decode_setup(ctx, B=2, T=6, d=16, h=2, prefill=0, chunks=[1] * 6)
 
