@@ -37,7 +37,9 @@ _tls = threading.local()
 
 def timed(owner, name: str, label: str) -> None:
     """Wrap owner.name so its wall time adds to T[label] (exclusive of nested timed calls)."""
-    f = getattr(owner, name)
+    f = getattr(owner, name, None)
+    if f is None:  # not in this version of the grader
+        return
 
     @functools.wraps(f)
     def w(*a, **k):
@@ -221,12 +223,13 @@ def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
     timed(E.Engine, "prepare", "reference (setups, once)")
     timed(host.Sandbox, "_spawn", "worker start (fork + jail)")
     timed(host.Worker, "_run_units", "student code load (module/cells)")
-    for op in ("describe", "call", "call_method", "vjp", "state_dict", "load_state_dict"):
+    for op in ("describe", "describe_all", "call", "call_method", "vjp", "state_dict", "load_state_dict"):
         timed(host.Worker, op, "student calls (round trip)")
     timed(E.Engine, "_run_one", "compare + diagnosis (grader side)")
     timed(E.Engine, "_missing_names", "compare + diagnosis (grader side)")
     timed(E.Engine, "_report", "result objects")
     timed(host.Worker, "close", "worker stop")
+    timed(host.Worker, "retire", "worker stop")  # the kill; the clean-up runs on the reaper thread
     timed(B, "write_result_json", "results JSON")
     timed(B, "write_submission", "student HTML")
     timed(B.Ledger, "record", "ledger + gradebook")

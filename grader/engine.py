@@ -107,7 +107,7 @@ class Engine:
             load = LoadInfo(ok=worker.load.ok, message=worker.load.message,
                             cell_errors=list(worker.load.cell_errors), stdout=stdout, stderr=stderr)
         finally:
-            worker.close()
+            _retire(worker)
         return self._report(info, results, load)
 
     def _run_cases(self, sub: LoadedSubmission, worker) -> tuple[list[CaseResult], object]:
@@ -133,7 +133,7 @@ class Engine:
             done = self._run_one(inst, worker)
             results.append(self._result(inst, done.outcome, done.verdict, time.perf_counter() - t0))
             if done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash":
-                worker.close()
+                _retire(worker)
                 restarts += 1
                 worker = self.sandbox.open(sub)
         return results, worker
@@ -162,12 +162,23 @@ class Engine:
     def _missing_names(self, worker) -> dict[str, str]:
         """Entry point -> message, for entry points the submission lacks or defines as the wrong kind."""
         out: dict[str, str] = {}
-        for ep in self.assignment.entry_points:
-            try:
-                info = worker.describe(ep.name)
+        eps = self.assignment.entry_points
+        infos: dict = {}
+        describe_all = getattr(worker, "describe_all", None)
+        if describe_all is not None and eps:
+            try:  # one round trip for all of them
+                infos = describe_all([ep.name for ep in eps])
             except SandboxError as e:
-                out[ep.name] = f"Could not inspect '{ep.name}': {e}"
-                continue
+                if not worker.alive:
+                    return {ep.name: f"Could not inspect '{ep.name}': {e}" for ep in eps}
+        for ep in eps:
+            info = infos.get(ep.name)
+            if info is None:
+                try:
+                    info = worker.describe(ep.name)
+                except SandboxError as e:
+                    out[ep.name] = f"Could not inspect '{ep.name}': {e}"
+                    continue
             if info.kind == ep.kind:
                 continue
             found = ", ".join(getattr(info, "available", ()) or ()) or "nothing callable"
@@ -199,6 +210,12 @@ class Engine:
             cases=results, load=load, environment=self.environment(),
             graded_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
             public_only=self.public_only)
+
+
+def _retire(worker) -> None:
+    """Kill the worker now; its clean-up may finish on the sandbox's reaper thread."""
+    retire = getattr(worker, "retire", None)
+    (retire or worker.close)()
 
 
 def _short(text: str, limit: int = 300) -> str:

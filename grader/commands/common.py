@@ -27,6 +27,16 @@ def resolve_assignment(name: str | None, submission: Path | None = None) -> Assi
     return infer_assignment(submission)
 
 
+def prestart_sandbox(device: str, *, warm_meta: bool = False) -> None:
+    """Start the sandbox's zygote now, before this process imports torch, so the two imports run
+    side by side; the Sandbox made later adopts it, and when the command ends first (a usage
+    error) it is stopped with the command."""
+    from grader.sandbox.early import discard, prestart
+
+    p = prestart(device, warm_meta=warm_meta)
+    click.get_current_context().call_on_close(lambda: discard(p))
+
+
 @contextlib.contextmanager
 def open_engine(assignment: Assignment, *, device: str = "auto", public_only: bool = False,
                 use_zygote: bool = True) -> Iterator["Engine"]:

@@ -24,6 +24,7 @@ import click
 
 from grader.cli import ExitCode, main
 from grader.errors import GraderError, OutputNotWritable
+from grader.commands.common import prestart_sandbox
 from grader.kit import locate_assignment, read_spec
 
 # --- errors --------------------------------------------------------------------------------
@@ -88,6 +89,7 @@ def _writable_file(path: Path) -> Path:
 
 
 # --- grading with an early sandbox ---------------------------------------------------------
+
 
 class EarlySandbox:
     """A ``Sandbox`` (and its zygote, which imports torch) started on a thread, right away."""
@@ -305,6 +307,7 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
     \b
     Exit status: 0 every public case passed, 1 some did not, 2 usage error.
     """
+    prestart_sandbox(device)
     _readable_submission(submission)
     _writable_dir(out_dir)
     folder = locate_assignment(assignment, submission)
@@ -388,6 +391,7 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
     \b
     Exit status: 0 score >= --min-score, 1 below it, 2 usage error.
     """
+    prestart_sandbox(device)
     _readable_submission(submission)
     _writable_file(junit_path)
     if summary_path is None and os.environ.get("GITHUB_STEP_SUMMARY"):

@@ -2,13 +2,52 @@
 
 The grader process never imports student code. See docs/architecture.md ("Contract: sandbox")
 and ../shared/security.md for the threat model and the isolation levels.
+
+Importing this package does not import torch: the names from ``host`` and ``wire`` (which do) are
+loaded on first use, so that ``grader.sandbox.early.prestart()`` can start the zygote before this
+process pays for ``import torch``.
 """
 
-from grader.sandbox.errors import SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
-from grader.sandbox.host import Limits, LoadReport, NameInfo, Sandbox, Worker
-from grader.sandbox.wire import Handle, Opaque
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from grader.sandbox.errors import (
+    SandboxError,
+    StudentError,
+    WireError,
+    WorkerCrashed,
+    WorkerTimeout,
+)
+
+if TYPE_CHECKING:
+    from grader.sandbox.host import Limits, LoadReport, NameInfo, Sandbox, Worker
+    from grader.sandbox.wire import Handle, Opaque
+
+_LAZY = {"Limits": "host", "LoadReport": "host", "NameInfo": "host", "Sandbox": "host", "Worker": "host",
+         "Handle": "wire", "Opaque": "wire"}
 
 __all__ = [
-    "Limits", "Sandbox", "Worker", "Handle", "Opaque", "NameInfo", "LoadReport",
-    "SandboxError", "StudentError", "WorkerTimeout", "WorkerCrashed", "WireError",
+    "Handle",
+    "Limits",
+    "LoadReport",
+    "NameInfo",
+    "Opaque",
+    "Sandbox",
+    "SandboxError",
+    "StudentError",
+    "WireError",
+    "Worker",
+    "WorkerCrashed",
+    "WorkerTimeout",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'grader.sandbox' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"grader.sandbox.{mod}"), name)
+    globals()[name] = value
+    return value

@@ -11,6 +11,7 @@ import atexit
 import itertools
 import json
 import os
+import queue
 import select
 import shutil
 import signal
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.results import CellError
-from grader.sandbox import jail
+from grader.sandbox import early, jail
 from grader.sandbox.errors import SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
 from grader.sandbox.wire import (MAX_HEADER_BYTES, PREFIX, Handle, check_prefix, decode_frame,
                                  encode_frame)
@@ -90,58 +91,90 @@ def _close_all() -> None:
         sb.close()
 
 
-def _child_env(device: str) -> dict[str, str]:
-    import grader
-
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1",
-           "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))}
-    if device.startswith("cuda") and "CUDA_VISIBLE_DEVICES" in os.environ:
-        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
-    return env
+_child_env = early.child_env
 
 
 class Sandbox:
-    """Owns the warm zygote and the isolation level; opens one `Worker` per submission."""
+    """Owns the warm zygote and the isolation level; opens one `Worker` per submission.
+
+    Thread-safe: one Sandbox (one zygote) may serve several grading threads at once. Requests to
+    the zygote go through a lock (a spawn is ~1 ms there: the rest of a worker's start runs in the
+    new processes); each Worker belongs to the thread that opened it.
+    """
 
     def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
-                 isolation: str = "auto"):
-        """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only)."""
+                 isolation: str = "auto", warm_meta: bool = True, prestarted: "early.Prestart | None" = None):
+        """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
+
+        warm_meta: have the zygote run its first meta-device op before any worker starts (~1 s
+        once, instead of ~2 s in every worker whose code touches the meta device). Pass False when
+        no case that will run uses the meta device (e.g. a public-only self-check); a worker that
+        touches it anyway still works, only slower.
+
+        prestarted: a zygote started earlier by ``grader.sandbox.early.prestart`` (by default the
+        pending one for this device, if any, is adopted).
+        """
+        if isolation not in ("auto", "process"):
+            raise ValueError(f"isolation must be 'auto' or 'process', not {isolation!r}")
         self.limits = limits
         self.device = device
         self._lock = threading.Lock()
         self._workers: "weakref.WeakSet[Worker]" = weakref.WeakSet()
         self._closed = False
-        self._zygote: subprocess.Popen | None = None
-        self._zsock: socket.socket | None = None
-        _remove_stale()
-        self._root = tempfile.mkdtemp(prefix=f"grader-sbx-{os.getpid()}-")
-        os.chmod(self._root, 0o711)
-        self._env = _child_env(device)
+        self._zygote: early.Zygote | None = None
+        self._reaper: _Reaper | None = None
+        zygote = use_zygote and LINUX
+        pre = prestarted
+        if pre is None and zygote:
+            pre = early.take(device)
+        elif pre is not None and not (zygote and pre.env == _child_env(device) and early.claim(pre)):
+            raise ValueError("this prestarted zygote cannot be used here (another device, no zygote, "
+                             "or another Sandbox adopted it)")
+        if pre is not None:
+            self._root, self._env, probe = pre.root, pre.env, pre.probe
+            self._zygote = pre.zygote
+        else:
+            early.remove_stale()
+            self._root = early.make_root()
+            self._env = _child_env(device)
+            probe = early.start_probe(self._env, self._root) if isolation == "auto" and LINUX else None
+            if zygote:
+                try:
+                    self._zygote = early.Zygote(self._env, self._root, warm_meta=warm_meta)
+                except BaseException:
+                    if probe is not None:
+                        probe.kill()
+                        probe.wait()
+                    shutil.rmtree(self._root, ignore_errors=True)
+                    raise
         _LIVE.add(self)
-        self._plan = self._choose(isolation)
-        self.features: frozenset[str] = frozenset(self._plan["features"])
-        order = ["namespaces", "uid", "landlock", "cgroup", "rss", "rlimits"]
-        base = [] if "namespaces" in self.features else ["process"]
-        self.isolation: str = "+".join(base + [f for f in order if f in self.features])
-        if use_zygote and LINUX:
-            self._start_zygote()
+        try:
+            self._plan = self._choose(isolation, probe)
+            self.features: frozenset[str] = frozenset(self._plan["features"])
+            order = ["namespaces", "uid", "landlock", "cgroup", "rss", "rlimits"]
+            base = [] if "namespaces" in self.features else ["process"]
+            self.isolation: str = "+".join(base + [f for f in order if f in self.features])
+            if self._zygote is not None:
+                self._zygote.wait_ready(self.limits.start_timeout_s)
+                if warm_meta:
+                    self._zygote.warm_meta(self.limits.start_timeout_s)
+        except BaseException:
+            self.close()
+            raise
 
     # -- level --
-    def _choose(self, isolation: str) -> dict:
+    def _choose(self, isolation: str, probe_proc: subprocess.Popen | None) -> dict:
         feats = {"rlimits"}
         plan: dict[str, Any] = {"features": feats, "cgroup_bases": None, "hide": [], "expose": [],
                                 "read_paths": [], "landlock_abi": 0, "userns": False}
-        if isolation not in ("auto", "process"):
-            raise ValueError(f"isolation must be 'auto' or 'process', not {isolation!r}")
         if isolation == "process" or not LINUX:
+            if probe_proc is not None:
+                probe_proc.kill()
+                probe_proc.wait()
             feats.add("rss")
             return plan
-        # Run jail.py as a script: it needs only the standard library, so the probe costs ~50 ms.
-        out = subprocess.run([sys.executable, "-I", jail.__file__], capture_output=True,
-                             env=self._env, timeout=60, cwd=self._root)
-        probe = json.loads(out.stdout) if out.returncode == 0 else {}
+        # jail.py runs as a script (standard library only, ~50 ms), started with the zygote.
+        probe = early.probe_result(probe_proc or early.start_probe(self._env, self._root))
         if probe.get("namespaces"):
             feats.add("namespaces")
             plan["userns"] = bool(probe.get("userns"))
@@ -165,38 +198,17 @@ class Sandbox:
         return plan
 
     # -- zygote --
-    def _start_zygote(self) -> None:
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        debug = os.environ.get("GRADER_SANDBOX_DEBUG")
-        try:
-            self._zygote = subprocess.Popen(
-                [sys.executable, "-m", "grader.sandbox.zygote", str(child.fileno())],
-                pass_fds=[child.fileno()], env=self._env, cwd=self._root, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=None if debug else subprocess.DEVNULL,
-                start_new_session=True)
-        finally:
-            child.close()
-        self._zsock = parent
-        parent.settimeout(self.limits.start_timeout_s)
-        try:
-            ready = json.loads(parent.recv(4096) or b"{}")
-        except (OSError, ValueError):
-            ready = {}
-        parent.settimeout(None)
-        if not ready.get("ready"):
-            self._stop_zygote()
-            raise SandboxError("the sandbox zygote did not start")
+    def warm_meta(self) -> None:
+        """Have the zygote warm the meta device now (no-op when it did already)."""
+        if self._zygote is not None:
+            with self._lock:
+                if self._closed:
+                    raise SandboxError("the sandbox is closed")
+                self._zygote.warm_meta(self.limits.start_timeout_s)
 
     def _stop_zygote(self) -> None:
-        if self._zsock is not None:
-            self._zsock.close()
-            self._zsock = None
         if self._zygote is not None:
-            try:
-                self._zygote.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                self._zygote.kill()
-                self._zygote.wait()
+            self._zygote.stop()
             self._zygote = None
 
     @property
@@ -240,9 +252,9 @@ class Sandbox:
         try:
             if self._zygote is not None:
                 with self._lock:
-                    socket.send_fds(self._zsock, [b'{"op": "spawn"}'],
-                                    [c_st.fileno(), c_ch.fileno(), out_w, err_w])
-                    reply = json.loads(self._zsock.recv(4096) or b"{}")
+                    if self._closed:
+                        raise SandboxError("the sandbox is closed")
+                    reply = self._zygote.request({"op": "spawn"}, [c_st.fileno(), c_ch.fileno(), out_w, err_w])
                 sup_pid = reply.get("pid")
                 if not sup_pid:
                     raise SandboxError(f"the zygote could not start a worker: {reply}")
@@ -252,6 +264,14 @@ class Sandbox:
                     pass_fds=[c_st.fileno(), c_ch.fileno()], stdin=subprocess.DEVNULL, stdout=out_w,
                     stderr=err_w, env=self._env, cwd=scratch, start_new_session=True)
                 sup_pid = proc.pid
+        except BaseException:
+            for fd in (out_r, err_r):
+                os.close(fd)
+            for s in (h_ch, h_st):
+                s.close()
+            _remove_cgroup_dirs(cgroups)
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
         finally:
             for s in (c_ch, c_st):
                 s.close()
@@ -259,7 +279,12 @@ class Sandbox:
                 os.close(fd)
         w = Worker(self, scratch=scratch, cgroups=cgroups, channel=h_ch, status=h_st, out_fd=out_r,
                    err_fd=err_r, supervisor=sup_pid, proc=proc)
-        self._workers.add(w)
+        with self._lock:
+            self._workers.add(w)
+            closed = self._closed
+        if closed:  # close() ran meanwhile and did not see this one
+            w.close()
+            raise SandboxError("the sandbox is closed")
         h_st.sendall((json.dumps(cfg) + "\n").encode())
         w._start()
         return w
@@ -280,13 +305,30 @@ class Sandbox:
         _write(os.path.join(pids, "pids.max"), str(self.limits.max_pids))
         return [mem, pids]
 
+    def _retire(self, w: "Worker") -> bool:
+        """Hand a killed worker's clean-up to the reaper thread; False: do it now (closed, or backlog)."""
+        with self._lock:
+            if self._closed:
+                return False
+            if self._reaper is None:
+                self._reaper = _Reaper()
+            return self._reaper.put(w)
+
     def close(self) -> None:
-        """Kill every worker and the zygote; remove scratch dirs and cgroups. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        for w in list(self._workers):
-            w.close()
+        """Kill every worker and the zygote; remove scratch dirs and cgroups. Idempotent, thread-safe."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            workers = list(self._workers)
+            reaper, self._reaper = self._reaper, None
+        for w in workers:
+            try:
+                w.close()
+            except Exception:  # noqa: BLE001 - another thread's worker may be closing too
+                pass
+        if reaper is not None:
+            reaper.stop()
         self._stop_zygote()
         shutil.rmtree(self._root, ignore_errors=True)
         _LIVE.discard(self)
@@ -302,32 +344,6 @@ class Sandbox:
             self.close()
         except Exception:
             pass
-
-
-def _remove_stale() -> None:
-    """Scratch roots and empty cgroups left by a grader that was killed (SIGKILL skips clean-up)."""
-    def dead(pid: str) -> bool:
-        return pid.isdigit() and not os.path.exists(f"/proc/{pid}")
-
-    tmp = tempfile.gettempdir()
-    try:
-        for name in os.listdir(tmp):
-            if name.startswith("grader-sbx-") and dead(name.split("-")[2]):
-                shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
-    except OSError:
-        pass
-    if not LINUX:
-        return
-    for controller in ("memory", "pids"):
-        base = jail.cgroup_base(controller)
-        if not base:
-            continue
-        for name in os.listdir(base):
-            if name.startswith("grader-") and dead(name.split("-")[1]):
-                try:
-                    os.rmdir(os.path.join(base, name))
-                except OSError:
-                    pass
 
 
 def _is_ours(path: str) -> bool:
@@ -447,6 +463,19 @@ class Worker:
                         params=tuple(map(str, r.get("params") or [])),
                         available=tuple(map(str, r.get("available") or [])))
 
+    def describe_all(self, names: list[str]) -> dict[str, NameInfo]:
+        """describe() for several names in one round trip."""
+        names = [str(n) for n in names]
+        r = self._call({"op": "describe_all", "names": names}, "describing " + ", ".join(map(repr, names)))
+        infos = r.get("infos")
+        if type(infos) is not list or len(infos) != len(names) or any(type(i) is not dict for i in infos):
+            raise WireError("describe_all reply does not match the names asked for")
+        return {n: NameInfo(name=n, kind=_s(i.get("kind")),
+                            signature=i["signature"] if isinstance(i.get("signature"), str) else None,
+                            params=tuple(map(str, i.get("params") or [])),
+                            available=tuple(map(str, i.get("available") or [])))
+                for n, i in zip(names, infos)}
+
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self._call({"op": "call", "name": name, "args": list(args), "kwargs": kwargs},
                           f"calling {name}()")["value"]
@@ -489,11 +518,37 @@ class Worker:
         return self._dead is None and not self._closed
 
     def close(self) -> None:
+        """Kill the worker and everything it started, and wait until all of it is gone and cleaned up."""
         if self._closed:
             return
         self._closed = True
         if self._dead is None:
             self._kill(None)
+        self._finish()
+
+    def retire(self) -> None:
+        """close() without the wait: the worker and everything it started are sent SIGKILL before
+        this returns; reaping them, removing the cgroups and the scratch dir run on the sandbox's
+        reaper thread (Sandbox.close() waits for that). Falls back to close() when there is none."""
+        if self._closed:
+            return
+        if self._dead is not None or self._proc is not None:
+            self.close()
+            return
+        self._closed = True
+        self._signal_kill()
+        if not self._sb._retire(self):
+            self._await_exit()
+            self._finish()
+
+    def _reaped(self) -> None:
+        """On the reaper thread: the rest of retire()."""
+        try:
+            self._await_exit()
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
         self._reap()
         for s in (self._ch, self._st):
             s.close()
@@ -679,6 +734,11 @@ class Worker:
 
     def _kill(self, reason: str | None) -> None:
         """Kill the worker and everything it started; wait for the supervisor's report."""
+        self._signal_kill()
+        self._await_exit()
+
+    def _signal_kill(self) -> None:
+        """SIGKILL the worker (the PID 1 of its namespace) and every process in its cgroups; no wait."""
         try:
             self._st.sendall(b"k")
         except OSError:
@@ -688,6 +748,10 @@ class Worker:
                 os.kill(self._pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        self._sweep_cgroups(rounds=1)
+
+    def _await_exit(self) -> None:
+        """Until the supervisor reports the worker's end (else kill it and its tree by force)."""
         self._sweep_cgroups()
         if self._exit is None:
             line = self._status_line(3.0)
@@ -739,9 +803,9 @@ class Worker:
                 self._proc.kill()
                 self._proc.wait()
 
-    def _sweep_cgroups(self) -> None:
+    def _sweep_cgroups(self, rounds: int = 100) -> None:
         for path in self._cgroups:
-            for _ in range(100):
+            for i in range(rounds):
                 try:
                     with open(os.path.join(path, "cgroup.procs")) as f:
                         pids = [int(x) for x in f.read().split()]
@@ -755,7 +819,8 @@ class Worker:
                         os.kill(p, signal.SIGKILL)
                     except (ProcessLookupError, PermissionError):
                         pass
-                time.sleep(0.005)
+                if i + 1 < rounds:
+                    time.sleep(0.005)
 
     def _remove_cgroups(self) -> None:
         for path in self._cgroups:
@@ -768,6 +833,46 @@ class Worker:
                 except OSError:
                     self._sweep_cgroups()
                     time.sleep(0.01)
+
+
+def _remove_cgroup_dirs(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+class _Reaper:
+    """A thread that finishes retired workers' clean-up (Worker.retire), off the grading path."""
+
+    MAX_BACKLOG = 8
+
+    def __init__(self) -> None:
+        self._q: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="grader-sandbox-reaper", daemon=True)
+        self._thread.start()
+
+    def put(self, w: "Worker") -> bool:
+        if self._q.qsize() >= self.MAX_BACKLOG:
+            return False
+        self._q.put(w)
+        return True
+
+    def _run(self) -> None:
+        while True:
+            w = self._q.get()
+            if w is None:
+                return
+            try:
+                w._reaped()
+            except Exception:  # noqa: BLE001 - one worker's clean-up must not stop the others'
+                pass
+
+    def stop(self) -> None:
+        """Finish every retired worker's clean-up, then end the thread."""
+        self._q.put(None)
+        self._thread.join()
 
 
 def _refuse(value: Any) -> Any:
@@ -794,33 +899,7 @@ def _load_failure_message(e: SandboxError) -> str:
     return f"The submission could not be loaded: {e}"
 
 
-def _proc_table() -> dict[int, int]:
-    """pid -> ppid for every process we can see."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-            table[int(name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return table
-
-
-def descendants(root: int) -> list[int]:
-    table = _proc_table()
-    kids: dict[int, list[int]] = {}
-    for pid, ppid in table.items():
-        kids.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        for c in kids.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
+descendants = early.descendants
 
 
 def _tree_rss(root: int | None) -> int:

@@ -1,11 +1,12 @@
-"""The warm zygote: ``python -m grader.sandbox.zygote CTL_FD``.
+"""The warm zygote: ``python -m grader.sandbox.zygote CTL_FD [--warm-meta]``.
 
 Started by exec (never by forking the grader) with a cleared environment. It imports torch and
 this package only, stays single-threaded, never touches CUDA and never runs a tensor op, so that
 forking it is safe (a fork after a multi-threaded OpenMP region deadlocks). It is driven over an
 inherited SOCK_SEQPACKET socketpair: each "spawn" message carries four fds (status, channel,
 stdout, stderr) and gets back the supervisor's pid. EOF on the socket (the grader closed it or
-died) kills every child and ends the zygote.
+died) kills every child and ends the zygote. A "warm_meta" message (or ``--warm-meta``, before
+the ready message) runs the first meta-device op here, once, so that workers do not each pay it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ import socket
 import sys
 
 
-def main(ctl_fd: int) -> None:
+def _warm_meta() -> None:
+    import torch
+
+    # Meta tensors compute nothing and start no threads, but their first op imports ~1 s of
+    # Python (torch._refs -> torch._dynamo); pay it once here rather than in every worker.
+    (torch.empty(1, device="meta") * 2).sum()
+
+
+def main(ctl_fd: int, warm_meta: bool = False) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -26,9 +35,8 @@ def main(ctl_fd: int) -> None:
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
-    # Meta tensors compute nothing and start no threads, but their first op imports ~1 s of
-    # Python (meta registrations); pay it once here rather than in every worker.
-    (torch.empty(1, device="meta") * 2).sum()
+    if warm_meta:
+        _warm_meta()
     from grader.sandbox import jail, worker
 
     if sys.platform.startswith("linux"):
@@ -62,6 +70,9 @@ def main(ctl_fd: int) -> None:
                     os.close(fd)
                 mine.add(pid)
                 ctl.send(json.dumps({"pid": pid}).encode())
+            elif req.get("op") == "warm_meta" and not fds:
+                _warm_meta()
+                ctl.send(b'{"ok": true}')
             else:
                 for fd in fds:
                     os.close(fd)
@@ -98,4 +109,4 @@ def _kill_all(mine: set[int]) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), warm_meta="--warm-meta" in sys.argv[2:])

@@ -1,0 +1,166 @@
+"""The sandbox's speed paths keep its guarantees: an early (torch-free) zygote start, a zygote
+without the meta warm-up, one Sandbox shared by grading threads, workers retired to a reaper
+thread, one round trip for all entry points, and the cheap per-call re-seeding."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+from grader.load import load_submission
+from grader.sandbox import Limits, Sandbox, SandboxError, early
+
+LIMITS = Limits(import_timeout_s=10, call_timeout_s=10, submission_timeout_s=60, memory_bytes=512 << 20,
+                max_pids=32)
+LINUX = sys.platform.startswith("linux")
+pytestmark = pytest.mark.skipif(not LINUX, reason="the zygote is Linux-only")
+
+CODE = '''
+import torch
+
+def double(x):
+    return x * 2
+
+def mask(n, device=None):
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+def seeded():
+    return torch.rand(3)
+
+def which():
+    import sys
+    return sys.argv[0]
+
+class Model(torch.nn.Module):
+    pass
+'''
+
+
+@pytest.fixture
+def sub(tmp_path):
+    p = tmp_path / "attention.py"
+    p.write_text(CODE)
+    return load_submission(p)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_early_module_does_not_import_torch():
+    code = "import sys, grader.sandbox.early, grader.sandbox; assert 'torch' not in sys.modules, 'torch'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_prestarted_zygote_is_adopted_and_stopped(sub):
+    pre = early.prestart("cpu")
+    assert pre is not None and _alive(pre.zygote.pid)
+    sb = Sandbox(LIMITS, warm_meta=False)
+    try:
+        assert sb._zygote is pre.zygote and sb._root == pre.root
+        assert early.take("cpu") is None  # adopted once
+        with sb.open(sub) as w:
+            assert torch.equal(w.call("double", torch.ones(2)), torch.full((2,), 2.0))
+            assert w.call("which") == "attention.py"
+    finally:
+        sb.close()
+    assert not _alive(pre.zygote.pid) and not os.path.exists(pre.root)
+
+
+def test_explicit_prestart_cannot_be_adopted_twice():
+    pre = early.prestart("cpu")
+    with Sandbox(LIMITS, warm_meta=False, prestarted=pre) as sb:
+        assert sb._zygote is pre.zygote
+        with pytest.raises(ValueError):
+            Sandbox(LIMITS, prestarted=pre)
+
+
+def test_a_prestart_nobody_adopts_is_stopped_at_exit(tmp_path):
+    code = ("from grader.sandbox.early import prestart\n"
+            "p = prestart('cpu'); print(p.zygote.pid, p.root, flush=True)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    pid, root = out.stdout.split()
+    deadline = time.monotonic() + 5
+    while _alive(int(pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(int(pid)) and not os.path.exists(root)
+
+
+def test_without_meta_warm_up_meta_still_works(sub):
+    with Sandbox(LIMITS, warm_meta=False) as sb:
+        assert sb._zygote.meta_warm is False
+        with sb.open(sub) as w:
+            m = w.call("mask", 4, device="meta")
+            assert m.is_meta and m.shape == (4, 4) and m.dtype == torch.bool
+        sb.warm_meta()
+        assert sb._zygote.meta_warm is True
+
+
+def test_one_sandbox_serves_many_threads(sub):
+    results, errors = [], []
+    with Sandbox(LIMITS) as sb:
+        def slot(k):
+            try:
+                for i in range(3):
+                    w = sb.open(sub)
+                    out = w.call("double", torch.full((2,), float(k * 10 + i)))
+                    results.append((k, i, out.tolist(), w.pid))
+                    (w.retire if i % 2 else w.close)()
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=slot, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        zygote = sb._zygote.pid
+    assert errors == []
+    assert sorted((k, i, o) for k, i, o, _ in results) == [
+        (k, i, [2.0 * (k * 10 + i)] * 2) for k in range(4) for i in range(3)]
+    assert len({pid for *_, pid in results}) == 12  # a fresh worker every time
+    assert not _alive(zygote)
+    assert not any(_alive(pid) for *_, pid in results)
+
+
+def test_retired_worker_is_killed_at_once_and_cleaned_up_by_close(sub):
+    sb = Sandbox(LIMITS)
+    w = sb.open(sub)
+    pid, scratch, cgroups = w.pid, w._scratch, list(w._cgroups)
+    w.retire()
+    deadline = time.monotonic() + 2
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _alive(pid)
+    with pytest.raises(SandboxError):
+        w.call("double", torch.ones(1))
+    sb.close()
+    assert not os.path.exists(scratch) and not any(os.path.exists(c) for c in cgroups)
+    with pytest.raises(SandboxError):
+        sb.open(load_submission(__file__))
+
+
+def test_describe_all_matches_describe(sub):
+    with Sandbox(LIMITS) as sb, sb.open(sub) as w:
+        names = ["double", "Model", "attention"]
+        many = w.describe_all(names)
+        assert list(many) == names
+        for n in names:
+            assert many[n] == w.describe(n)
+        assert many["attention"].kind == "missing" and "double" in many["attention"].available
+
+
+def test_every_call_is_seeded_alike(sub):
+    with Sandbox(LIMITS) as sb, sb.open(sub) as w:
+        first = w.call("seeded")
+        assert all(torch.equal(first, w.call("seeded")) for _ in range(3))
+        torch.manual_seed(0)
+        assert torch.equal(first, torch.rand(3))
