@@ -38,9 +38,13 @@ def _fail_verbosely(verbose: bool) -> None:
 @click.option("--gradebook", "gradebook_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Gradebook file [default: OUTPUT/gradebook.sqlite].")
 @click.option("--wait", is_flag=True, help="If another run is writing to OUTPUT, wait for it instead of failing.")
+@click.option("--cluster", metavar="ADDRESS|local:N", default=None,
+              help="Grade on a Dask cluster: a scheduler address (tcp://host:8786) or local:N worker processes. "
+                   "Needs the cluster extra; see docs/cluster.md.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
-          release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, verbose: bool) -> None:
+          release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
+          verbose: bool) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -58,6 +62,7 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
       grader grade canvas_export/ -a masked-attention -o reports/hw3 -j 4
       grader grade late/alice.py late/bob.ipynb -a masked-attention -o reports/hw3
       grader grade canvas_export/ -a masked-attention -o reports/hw3 --force
+      grader grade canvas_export/ -a masked-attention -o reports/hw3 --cluster tcp://head-node:8786
 
     \b
     Writes, under OUTPUT (default reports/ASSIGNMENT):
@@ -68,14 +73,21 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     Exit status: 0 when the batch ran (students failing cases is not an error),
     1 when some submissions could not be graded, 2 for usage errors, 130 when interrupted.
     """
+    if cluster is None:  # the local sandbox's zygote imports torch while this process loads the rest
+        from grader.commands.common import prestart_sandbox
+
+        prestart_sandbox(device, warm_meta=True)
     from grader.batch import BatchConfig, run_batch
     from grader.commands.common import resolve_assignment
 
+    if cluster is not None and jobs is not None:
+        raise click.UsageError("-j/--jobs and --cluster cannot be combined: the cluster's workers grade in "
+                               "parallel (--cluster local:N for N local worker processes)")
     try:
         a = resolve_assignment(assignment)
         cfg = BatchConfig(assignment=a, paths=list(submissions), out_dir=out_dir or Path("reports") / a.id,
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
-                          device=device, gradebook=gradebook_path, wait=wait, debug=verbose)
+                          device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster)
         progress = _Progress(verbose=verbose)
         try:
             result = run_batch(cfg, progress.on_event)
@@ -173,9 +185,10 @@ def _print_summary(result, cfg) -> None:
         click.echo(f"Interrupted: {result.graded} graded and saved this run ({result.reused} reused); "
                    "run the same command again to grade the rest.", err=True)
         return
+    where = f"--cluster {cfg.cluster}" if cfg.cluster else f"-j {cfg.jobs}"
     click.echo(f"{result.found} submission(s): {result.graded} graded, {result.reused} reused from the ledger, "
                f"{result.failed_to_load} failed to load, {len(result.errors)} not graded "
-               f"({result.elapsed_s:.1f} s, -j {cfg.jobs}{', ' + result.isolation if result.isolation else ''})")
+               f"({result.elapsed_s:.1f} s, {where}{', ' + result.isolation if result.isolation else ''})")
     s = result.summary
     if s is None:
         return

@@ -1,0 +1,313 @@
+"""`grader grade --cluster` against real Dask processes: a scheduler and two workers on loopback.
+
+The workers run with --preload cluster_preload.py (a file named kills_worker* kills its worker) and the
+scheduler with allowed-failures 1, so a submission that kills its worker twice ends as KilledWorker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from click.testing import CliRunner
+
+distributed = pytest.importorskip("distributed")
+
+from grader.cli import main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "submissions" / "masked-attention"
+PRELOAD = Path(__file__).with_name("cluster_preload.py")
+SIX = {"additive": "correct", "einsum": "correct", "sdpa": "correct",
+       "no_scaling": "buggy", "zero_fill": "buggy", "causal_off_by_one": "buggy"}
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Cluster:
+    address: str
+    procs: list[subprocess.Popen]
+    logs: Path
+
+
+def _python(module: str, *args: str, cwd: Path, log: Path, env: dict) -> subprocess.Popen:
+    with open(log, "wb") as f:
+        return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_for_workers(address: str, n: int, timeout: float = 90) -> None:
+    with distributed.Client(address, timeout=30) as client:
+        client.wait_for_workers(n, timeout=timeout)
+
+
+def _worker_pids(address: str) -> dict[str, int]:
+    with distributed.Client(address, timeout=30) as client:
+        return client.run(os.getpid)
+
+
+@contextlib.contextmanager
+def dask_cluster(base: Path, *, workers: int, worker_args: tuple[str, ...] = ()) -> Iterator[Cluster]:
+    """`dask scheduler` and `workers` `dask worker` processes (1 thread each) on 127.0.0.1, random ports;
+    all killed afterwards (each in its own session, with its children)."""
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1",
+           "DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION": "1.0", "DASK_TEMPORARY_DIRECTORY": str(base)}
+    sched_file = base / "scheduler.json"
+    local = ["--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0"]
+    procs = [_python("distributed.cli.dask_scheduler", *local, "--port", "0", "--scheduler-file", str(sched_file),
+                     cwd=base, log=base / "scheduler.log", env=env)]
+    try:
+        end = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < end and procs[0].poll() is None:
+            time.sleep(0.1)
+        address = json.loads(sched_file.read_text())["address"]
+        for i in range(workers):
+            procs.append(_python("distributed.cli.dask_worker", address, *local, "--nthreads", "1", "--nworkers", "1",
+                                 "--local-directory", str(base / f"w{i}"), "--death-timeout", "60", *worker_args,
+                                 cwd=base, log=base / f"worker{i}.log", env=env))
+        _wait_for_workers(address, workers)
+        yield Cluster(address, procs, base)
+    finally:
+        for p in reversed(procs):  # workers first: their nannies close the sandboxes (plugin teardown)
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A scheduler and two workers whose preload kills a worker grading a file named kills_worker*."""
+    with dask_cluster(tmp_path_factory.mktemp("dask"), workers=2, worker_args=("--preload", str(PRELOAD))) as c:
+        yield c
+
+
+@pytest.fixture
+def healthy(cluster):
+    """The cluster with both workers up (a test before may have killed one, which its nanny restarts)."""
+    _wait_for_workers(cluster.address, 2)
+    return cluster
+
+
+def _six(folder: Path) -> Path:
+    folder.mkdir()
+    for name, kind in SIX.items():
+        shutil.copy(SAMPLES / kind / f"{name}.py", folder / f"{name}.py")
+    return folder
+
+
+def _twelve_slow(folder: Path) -> Path:
+    """Two copies of each of the six, each importing 0.3 s longer, so a batch lasts long enough to interrupt."""
+    folder.mkdir()
+    for name, kind in SIX.items():
+        for k in (1, 2):
+            text = (SAMPLES / kind / f"{name}.py").read_text()
+            (folder / f"{name}_v{k}.py").write_text("import time as _t\n_t.sleep(0.3)\n" + text)
+    return folder
+
+
+def grade(*args) -> object:
+    return CliRunner().invoke(main, ["grade", *map(str, args)], catch_exceptions=False)
+
+
+def outcomes(out: Path) -> dict[str, tuple]:
+    """Per student: score, load status, isolation and each case's (id, outcome, concept, points, message)."""
+    table = {}
+    for p in sorted((out / "results").glob("*.json")):
+        d = json.loads(p.read_text())
+        cases = tuple((c["id"], c["outcome"], c["concept"], c["points"]["earned"], c["message"]) for c in d["cases"])
+        table[p.stem] = (d["score"], d["load"]["ok"], d["environment"]["isolation"], cases)
+    return table
+
+
+def ledger_rows(out: Path) -> list[str]:
+    with sqlite3.connect(out / "ledger.sqlite") as conn:
+        return [r[0] for r in conn.execute("SELECT student_id FROM entries ORDER BY student_id")]
+
+
+def scores(out: Path, run_id: int) -> list[str]:
+    with sqlite3.connect(out / "gradebook.sqlite") as conn:
+        return [r[0] for r in conn.execute("SELECT student_id FROM scores WHERE run_id=? ORDER BY student_id",
+                                           (run_id,))]
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    """The six graded locally with -j 1: what every cluster run must reproduce."""
+    base = tmp_path_factory.mktemp("local")
+    cls, out = _six(base / "class"), base / "out"
+    result = grade(cls, "-a", "masked-attention", "-o", out, "-j", "1")
+    assert result.exit_code == 0, result.output
+    return cls, out
+
+
+def _files(out: Path) -> list[str]:
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+
+
+# --- the same output as a local run ------------------------------------------------------------
+
+def test_cluster_run_equals_a_local_run(healthy, local_run, tmp_path):
+    cls, local_out = local_run
+    out = tmp_path / "out"
+    result = grade(cls, "-a", "masked-attention", "-o", out, "--cluster", healthy.address)
+    assert result.exit_code == 0, result.output
+    assert "6 graded, 0 reused from the ledger, 0 failed to load, 0 not graded" in result.output
+    assert f"--cluster {healthy.address}" in result.output
+    assert outcomes(out) == outcomes(local_out)
+    assert outcomes(out)["sdpa"][0] == {"earned": 41.0, "possible": 41.0}
+    assert _files(out) == _files(local_out)
+    assert ledger_rows(out) == sorted(SIX) and scores(out, 1) == sorted(SIX)
+
+    again = grade(cls, "-a", "masked-attention", "-o", out, "--cluster", healthy.address)
+    assert again.exit_code == 0, again.output
+    assert "Nothing to grade: all 6 submission(s) are unchanged" in again.output
+
+
+def test_local_cluster_smoke(local_run, tmp_path):
+    cls, local_out = local_run
+    out = tmp_path / "out"
+    result = grade(cls, "-a", "masked-attention", "-o", out, "--cluster", "local:2")
+    assert result.exit_code == 0, result.output
+    assert "6 graded" in result.output and "--cluster local:2" in result.output
+    assert outcomes(out) == outcomes(local_out)
+
+
+# --- reliability -------------------------------------------------------------------------------
+
+def _start(args: list, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "grader", *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_a_result(out: Path, proc: subprocess.Popen, timeout: float = 90) -> None:
+    end = time.monotonic() + timeout
+    while not any((out / "results").glob("*.json")):
+        if proc.poll() is not None:
+            raise AssertionError(f"grader exited early ({proc.returncode}): {proc.communicate()}")
+        if time.monotonic() > end:
+            proc.kill()
+            raise AssertionError("timed out waiting for the first result")
+        time.sleep(0.02)
+
+
+def _same_as_local(out: Path, local_out: Path) -> None:
+    local = outcomes(local_out)
+    for student, (score, ok, isolation, cases) in outcomes(out).items():
+        assert (score, ok, isolation, cases) == local[student.rsplit("_v", 1)[0]], student
+
+
+def test_a_worker_killed_mid_batch_loses_nothing(healthy, local_run, tmp_path):
+    cls, out = _twelve_slow(tmp_path / "class"), tmp_path / "out"
+    victim = min(_worker_pids(healthy.address).values())
+    proc = _start(["grade", cls, "-a", "masked-attention", "-o", out, "--cluster", healthy.address], tmp_path)
+    _wait_for_a_result(out, proc)
+    os.kill(victim, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, (stdout, stderr)
+    assert "12 graded, 0 reused from the ledger, 0 failed to load, 0 not graded" in stdout
+    students = sorted(p.name for p in cls.iterdir())
+    ids = sorted(s.removesuffix(".py") for s in students)
+    assert sorted(outcomes(out)) == ids
+    assert ledger_rows(out) == ids and scores(out, 1) == ids  # each exactly once
+    progress = [line.split()[1] for line in stdout.splitlines() if line.startswith("[")]
+    assert sorted(progress) == ids  # one line each: nothing graded twice is reported twice
+    _same_as_local(out, local_run[1])
+    assert victim not in _worker_pids(healthy.address).values()  # it really died (its nanny started another)
+
+
+def test_a_submission_that_kills_its_worker_every_time_is_recorded_as_a_crash(healthy, tmp_path):
+    cls = tmp_path / "class"
+    cls.mkdir()
+    shutil.copy(SAMPLES / "correct" / "sdpa.py", cls / "kills_worker_alice.py")
+    shutil.copy(SAMPLES / "correct" / "einsum.py", cls / "bob.py")
+    out = tmp_path / "out"
+    result = grade(cls, "-a", "masked-attention", "-o", out, "--cluster", healthy.address)
+    assert result.exit_code == 0, result.output
+    assert "2 graded" in result.output
+    table = outcomes(out)
+    score, ok, _, cases = table["kills_worker_alice"]
+    assert score == {"earned": 0.0, "possible": 41.0} and not ok
+    assert {(c[1], c[2]) for c in cases} == {("error", "crash")}
+    assert "killed the grading process 2 times" in cases[0][4]
+    assert table["bob"][0] == {"earned": 41.0, "possible": 41.0}
+    assert ledger_rows(out) == ["bob", "kills_worker_alice"]
+
+    again = grade(cls, "-a", "masked-attention", "-o", out, "--cluster", healthy.address)
+    assert "Nothing to grade" in again.output  # the crash is that submission's result, not retried
+
+
+def test_sigint_stops_cleanly_and_a_rerun_resumes_from_the_ledger(healthy, tmp_path):
+    cls, out = _twelve_slow(tmp_path / "class"), tmp_path / "out"
+    proc = _start(["grade", cls, "-a", "masked-attention", "-o", out, "--cluster", healthy.address], tmp_path)
+    _wait_for_a_result(out, proc)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "Stopping after the submissions in progress" in stderr
+    first = len(ledger_rows(out))
+    assert 1 <= first < 12
+
+    result = grade(cls, "-a", "masked-attention", "-o", out, "--cluster", healthy.address)
+    assert result.exit_code == 0, result.output
+    assert f"{12 - first} graded, {first} reused from the ledger" in result.output
+    assert len(ledger_rows(out)) == 12 and len(scores(out, 2)) == 12
+    with sqlite3.connect(out / "gradebook.sqlite") as conn:
+        assert [r[0] for r in conn.execute("SELECT status FROM runs ORDER BY id")] == ["interrupted", "complete"]
+
+
+# --- refusals ----------------------------------------------------------------------------------
+
+def test_workers_with_another_grader_version_are_refused(healthy, local_run, tmp_path, monkeypatch):
+    import grader
+
+    installed = grader.__version__
+    monkeypatch.setattr(grader, "__version__", "9.9.9")  # this machine claims another version than the workers
+    result = grade(local_run[0], "-a", "masked-attention", "-o", tmp_path / "out", "--cluster", healthy.address)
+    assert result.exit_code == 2
+    assert "the workers must run the same grader version as this machine (9.9.9)" in result.output
+    assert result.output.count(f"has grader {installed}") == 2
+    assert "install attention-grader==9.9.9 on them" in result.output
+
+
+def test_cuda_without_gpu_workers_is_refused(healthy, local_run, tmp_path):
+    result = grade(local_run[0], "-a", "masked-attention", "-o", tmp_path / "out", "--cluster", healthy.address,
+                   "--device", "cuda")
+    assert result.exit_code == 2
+    assert "--device cuda: no worker advertises a GPU" in result.output
+    assert "--resources GPU=1" in result.output
+
+
+# --- GPU workers (needs CUDA) ------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_cuda_batch_runs_on_gpu_workers_and_equals_a_local_cuda_run(tmp_path):
+    cls = _six(tmp_path / "class")
+    local = grade(cls, "-a", "masked-attention", "-o", tmp_path / "local", "-j", "1", "--device", "cuda")
+    assert local.exit_code == 0, local.output
+    with dask_cluster(tmp_path, workers=1, worker_args=("--resources", "GPU=1")) as c:
+        result = grade(cls, "-a", "masked-attention", "-o", tmp_path / "out", "--cluster", c.address,
+                       "--device", "cuda")
+    assert result.exit_code == 0, result.output
+    assert outcomes(tmp_path / "out") == outcomes(tmp_path / "local")
+    assert {json.loads(p.read_text())["environment"]["device"] for p in (tmp_path / "out" / "results").glob("*")} \
+        == {"cuda"}
+    smoke = grade(cls, "-a", "masked-attention", "-o", tmp_path / "out2", "--cluster", "local:2", "--device", "cuda")
+    assert smoke.exit_code == 0, smoke.output
+    assert outcomes(tmp_path / "out2") == outcomes(tmp_path / "local")
