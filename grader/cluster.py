@@ -90,13 +90,13 @@ def device_for(spec: ClusterSpec, name: str):
 
 def pack(sub, student_id: str) -> dict:
     """A loaded submission as plain data: its file's bytes (a folder: relative path -> bytes)."""
-    from grader.load import _read_folder
+    from grader.load import read_folder
 
     payload = {"student_id": student_id, "name": Path(sub.path).name, "kind": sub.kind, "sha256": sub.sha256,
                "data": None, "files": None, "error": sub.error}
     if sub.error is None:
         if sub.kind == "folder":
-            payload["files"] = _read_folder(sub.path)
+            payload["files"] = read_folder(sub.path)
         else:
             payload["data"] = Path(sub.path).read_bytes()
     return payload
@@ -449,7 +449,7 @@ class ClusterPool:
         import torch
 
         from grader.engine import Engine
-        from grader.results import LoadInfo, SubmissionInfo
+        from grader.results import SubmissionInfo
 
         if self._crash_engine is None:
             self._crash_engine = Engine(self.assignment, _Isolation(self.isolation), device=self.device)
@@ -459,8 +459,7 @@ class ClusterPool:
         msg = (f"Grading this submission killed the grading process {tries} times (for example memory far past "
                "the limit), so none of its cases could be run.")
         info = SubmissionInfo(id=key.student_id, sha256=sub.sha256, filename=Path(sub.path).name, kind=sub.kind)
-        eng = self._crash_engine
-        return eng._report(info, eng._all_failed("crash", msg), LoadInfo(ok=False, message=msg))
+        return self._crash_engine.report_without_results(info, "crash", msg)
 
     def close(self) -> None:
         """Cancel what is still out, remove the plugin (closing the workers' sandboxes), disconnect."""

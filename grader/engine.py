@@ -95,7 +95,7 @@ class Engine:
     def grade(self, sub: LoadedSubmission, *, student_id: str | None = None) -> GradeReport:
         info = SubmissionInfo(id=student_id or sub.id, sha256=sub.sha256, filename=Path(sub.path).name, kind=sub.kind)
         if sub.error:
-            return self._report(info, self._all_failed("load-error", sub.error), LoadInfo(ok=False, message=sub.error))
+            return self.report_without_results(info, "load-error", sub.error)
         worker = self.sandbox.open(sub)
         try:
             if not worker.load.ok:
@@ -148,7 +148,8 @@ class Engine:
                     "Inconclusive on the meta device (a data-dependent step such as .item()); not counted against you."))
             concept = concept_of_exception(e.exc_type, e.message, inst.case.concept, inst.case.on_error)
             return _Outcome(Outcome.ERROR, Verdict.fail(
-                concept, f"Your code raised {e.exc_type}: {_short(e.message)}. {CONCEPTS[concept]}.",
+                concept, f"Your code raised {e.exc_type}" + (f": {_short(e.message)}" if e.message.strip() else "")
+                + f". {CONCEPTS[concept]}.",
                 Evidence(traceback=e.traceback)))
         except WorkerTimeout as e:
             return _Outcome(Outcome.TIMEOUT, Verdict.fail(
@@ -198,6 +199,10 @@ class Engine:
             points=Points(inst.points if passed else 0.0, inst.points), hidden=inst.case.hidden,
             concept=None if passed else (v.concept or inst.case.concept), message=v.message,
             evidence=v.evidence, duration_s=round(duration, 4))
+
+    def report_without_results(self, info: SubmissionInfo, concept: str, message: str) -> GradeReport:
+        """A submission none of whose cases could run still gets a report: score 0 and the reason."""
+        return self._report(info, self._all_failed(concept, message), LoadInfo(ok=False, message=message))
 
     def _all_failed(self, concept: str, message: str) -> list[CaseResult]:
         outcome = Outcome.TIMEOUT if concept == "timeout" else Outcome.ERROR

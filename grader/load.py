@@ -73,7 +73,7 @@ def load_submission(path: str | os.PathLike, *, main_module: str | None = None,
     digest = ""
     try:
         if kind == "folder":
-            files = _read_folder(path)
+            files = read_folder(path)
             digest = _tree_digest(files)
             units, extra = _from_tree(files, main_module, cell_tag)
         elif kind == "zip":
@@ -201,7 +201,8 @@ def neutralise_magics(source: str) -> str:
 
 # --- folders and zips -------------------------------------------------------------------------
 
-def _read_folder(root: str) -> dict[str, bytes]:
+def read_folder(root: str) -> dict[str, bytes]:
+    """A submission folder's files (relative path -> bytes), with the same safety checks as loading."""
     real_root = os.path.realpath(root)
     files: dict[str, bytes] = {}
     total = 0
