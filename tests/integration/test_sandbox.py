@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from grader.load import load_submission
+from procs import by_comm, processes_mentioning
 from grader.sandbox import (Handle, Limits, LoadReport, Opaque, Sandbox, StudentError, WorkerCrashed,
                             WorkerTimeout)
 
@@ -57,33 +58,6 @@ class Model(torch.nn.Module):
 '''
 
 
-def processes_mentioning(text):
-    """pid -> (ppid, cmdline) for live processes whose command line mentions `text`."""
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if text in cmd and fields[0] != "Z":
-            found[int(name)] = (int(fields[1]), cmd)
-    return found
-
-
-def by_comm(token):
-    pids = []
-    for name in os.listdir("/proc"):
-        try:
-            if name.isdigit() and open(f"/proc/{name}/comm").read().strip() == token:
-                pids.append(int(name))
-        except OSError:
-            pass
-    return pids
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from grader.load import load_submission
+from procs import by_comm
+
 from grader.sandbox import Limits, Sandbox, StudentError, WorkerCrashed, WorkerTimeout
 
 HOSTILE = Path(__file__).parent.parent / "data" / "hostile"
@@ -24,16 +26,6 @@ def sb():
     with Sandbox(LIMITS, use_zygote=False, isolation="process") as box:
         yield box
 
-
-def by_comm(token):
-    pids = []
-    for name in os.listdir("/proc"):
-        try:
-            if name.isdigit() and open(f"/proc/{name}/comm").read().strip() == token:
-                pids.append(int(name))
-        except OSError:
-            pass
-    return pids
 
 
 def test_level_is_named_honestly(sb):

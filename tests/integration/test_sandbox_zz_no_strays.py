@@ -3,29 +3,15 @@
 import gc
 import os
 
+from procs import process_table
+
 from grader.sandbox import host
 
-
-def _procs():
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            table[int(name)] = (int(fields[1]), int(fields[19]), cmd)
-    return table
 
 
 def test_no_stray_sandbox_processes():
     gc.collect()
-    table = _procs()
+    table = process_table()
     me = os.getpid()
     my_start = table[me][1]
     live_zygotes = {sb._zygote.pid for sb in list(host._LIVE) if sb._zygote is not None}
