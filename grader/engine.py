@@ -162,27 +162,17 @@ class Engine:
 
     def _missing_names(self, worker) -> dict[str, str]:
         """Entry point -> message, for entry points the submission lacks or defines as the wrong kind."""
-        out: dict[str, str] = {}
         eps = self.assignment.entry_points
-        infos: dict = {}
-        describe_all = getattr(worker, "describe_all", None)
-        if describe_all is not None and eps:
-            try:  # one round trip for all of them
-                infos = describe_all([ep.name for ep in eps])
-            except SandboxError as e:
-                if not worker.alive:
-                    return {ep.name: f"Could not inspect '{ep.name}': {e}" for ep in eps}
+        try:
+            infos = worker.describe_all([ep.name for ep in eps]) if eps else {}
+        except SandboxError as e:
+            return {ep.name: f"Could not inspect '{ep.name}': {e}" for ep in eps}
+        out: dict[str, str] = {}
         for ep in eps:
-            info = infos.get(ep.name)
-            if info is None:
-                try:
-                    info = worker.describe(ep.name)
-                except SandboxError as e:
-                    out[ep.name] = f"Could not inspect '{ep.name}': {e}"
-                    continue
+            info = infos[ep.name]
             if info.kind == ep.kind:
                 continue
-            found = ", ".join(getattr(info, "available", ()) or ()) or "nothing callable"
+            found = ", ".join(info.available) or "nothing callable"
             if info.kind == "missing":
                 out[ep.name] = (f"Your submission defines no '{ep.name}'; found: {found}. "
                                 f"Define {ep.signature}.")
