@@ -286,7 +286,7 @@ def _exit_now(code: int) -> None:
               help="Assignment name or folder [default: the kit next to SUBMISSION, or the one it matches].")
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("grader-report"), show_default=True, help="Folder for the HTML report.")
-@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="cpu", show_default=True,
+@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
               help="Where the reference and your code run.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, and tracebacks for errors.")
 @_friendly
@@ -369,7 +369,7 @@ def _repo_path(path: Path) -> str:
               default=Path("grader-junit.xml"), show_default=True, help="JUnit XML file to write.")
 @click.option("--summary", "summary_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Markdown summary file to append to [default: $GITHUB_STEP_SUMMARY, else none].")
-@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="cpu", show_default=True,
+@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
               help="Where the reference and your code run.")
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks for errors.")
 @_friendly
