@@ -64,10 +64,6 @@ class Assignment:
     def possible(self, *, public_only: bool = False) -> float:
         return sum(i.points for i in self.instances(public_only=public_only))
 
-    @property
-    def has_hidden(self) -> bool:
-        return any(c.hidden for c in self.cases)
-
 
 def search_path() -> list[Path]:
     """Where assignments are looked up: $GRADER_ASSIGNMENTS (os.pathsep-separated), ./assignments,

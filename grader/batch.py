@@ -37,6 +37,7 @@ from grader.errors import GradebookBusy, GraderError, OutputNotWritable
 from grader.gradebook import GRADEBOOK_NAME, Gradebook
 from grader.ledger import Ledger, LedgerKey, mode_of
 from grader.load import LoadedSubmission, load_submission
+from grader.outdir import writable_dir
 from grader.report import RunInfo, load_results, write_all, write_result_json, write_submission
 from grader.report.dashboard import report_filename
 from grader.results import GradeReport, to_dict
@@ -146,15 +147,7 @@ def summarize(reports: list[GradeReport]) -> Summary:
 
 def prepare_output(out_dir: Path) -> Path:
     """Create the output folder; OutputNotWritable when it cannot be created or written."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise OutputNotWritable(f"cannot write to the output folder {out_dir}: {e.strerror or e}; "
-                                "pass -o/--output with a folder you can write to") from e
-    return out_dir
+    return writable_dir(out_dir, what="the output folder ", hint="pass -o/--output with a folder you can write to")
 
 
 class OutputLock:
@@ -323,24 +316,13 @@ def _grade_all(cfg: BatchConfig, dev: torch.device, todo: list[tuple[LedgerKey, 
                                         name=f"grade-slot-{i}") for i, e in enumerate(engines)]
             for t in threads:
                 t.start()
-            done = failing = 0
+            tally = _Tally(cfg, ledger, book, run_id, result, on_event, total)
             while any(t.is_alive() for t in threads) or not done_q.empty():
                 try:
-                    key, report, seconds, error = done_q.get(timeout=0.1)
+                    tally.take(*done_q.get(timeout=0.1))
                 except queue.Empty:
                     continue
-                done += 1
-                if report is None:
-                    failing += 1
-                    result.errors.append((key.student_id, error))
-                    on_event(Event("error", done, total, key.student_id, None, seconds, failing, error))
-                    continue
-                _record(cfg, ledger, book, run_id, key, report)
-                result.graded += 1
-                result.failed_to_load += not report.load.ok
-                failing += report.score.earned < report.score.possible
-                on_event(Event("graded", done, total, key.student_id, report, seconds, failing))
-            result.interrupted = interrupts.requested and done < total
+            result.interrupted = interrupts.requested and tally.done < total
     finally:
         stop.set()
         _close_all(sandboxes)
@@ -376,28 +358,48 @@ def _grade_on_cluster(cfg: BatchConfig, spec, dev: torch.device, todo: list[tupl
     stop = threading.Event()
     t_start = time.perf_counter()
     recorded: set[LedgerKey] = set()
-    done = failing = 0
+    tally = _Tally(cfg, ledger, book, run_id, result, on_event, total)
     with _Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts, \
             ClusterPool(spec, cfg.assignment, dev, debug=cfg.debug) as pool:
         result.isolation = pool.isolation
         on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start,
                        message=f"{pool.isolation} on {pool.workers} Dask worker(s) at {spec}", reused=pool.workers))
         for key, report, seconds, error in pool.grade(todo, stop):
-            if key in recorded:
+            if key in recorded:  # Dask may re-run a task whose worker died after it finished
                 continue
-            done += 1
-            if report is None:
-                failing += 1
-                result.errors.append((key.student_id, error))
-                on_event(Event("error", done, total, key.student_id, None, seconds, failing, error))
-                continue
-            recorded.add(key)
-            _record(cfg, ledger, book, run_id, key, report)
-            result.graded += 1
-            result.failed_to_load += not report.load.ok
-            failing += report.score.earned < report.score.possible
-            on_event(Event("graded", done, total, key.student_id, report, seconds, failing))
-        result.interrupted = interrupts.requested and done < total
+            if report is not None:
+                recorded.add(key)
+            tally.take(key, report, seconds, error)
+        result.interrupted = interrupts.requested and tally.done < total
+
+
+@dataclass
+class _Tally:
+    """Takes each finished submission, in the recording thread: counts it, records it, reports it.
+    One place for the local slots and the Dask path."""
+
+    cfg: BatchConfig
+    ledger: Ledger
+    book: Gradebook
+    run_id: int
+    result: BatchResult
+    on_event: Callable[[Event], None]
+    total: int
+    done: int = 0
+    failing: int = 0
+
+    def take(self, key: LedgerKey, report: GradeReport | None, seconds: float, error: str) -> None:
+        self.done += 1
+        if report is None:  # a grader fault: not recorded, retried by the next run
+            self.failing += 1
+            self.result.errors.append((key.student_id, error))
+            self.on_event(Event("error", self.done, self.total, key.student_id, None, seconds, self.failing, error))
+            return
+        _record(self.cfg, self.ledger, self.book, self.run_id, key, report)
+        self.result.graded += 1
+        self.result.failed_to_load += not report.load.ok
+        self.failing += report.score.earned < report.score.possible
+        self.on_event(Event("graded", self.done, self.total, key.student_id, report, seconds, self.failing))
 
 
 def _record(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, key: LedgerKey,

@@ -25,6 +25,7 @@ import click
 from grader.cli import ExitCode, main
 from grader.errors import GraderError, OutputNotWritable
 from grader.commands.common import prestart_sandbox
+from grader.outdir import writable_dir
 from grader.kit import locate_assignment, read_spec
 
 # --- errors --------------------------------------------------------------------------------
@@ -70,19 +71,8 @@ def _readable_submission(path: Path) -> Path:
     return path
 
 
-def _writable_dir(path: Path) -> Path:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".grader-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise OutputNotWritable(f"cannot write to {path}: {e.strerror or e}") from e
-    return path
-
-
 def _writable_file(path: Path) -> Path:
-    _writable_dir(path.parent if str(path.parent) else Path("."))
+    writable_dir(path.parent if str(path.parent) else Path("."))
     if path.is_dir():
         raise OutputNotWritable(f"cannot write to {path}: it is a folder")
     return path
@@ -309,7 +299,7 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
     """
     prestart_sandbox(device)
     _readable_submission(submission)
-    _writable_dir(out_dir)
+    writable_dir(out_dir)
     folder = locate_assignment(assignment, submission)
     g = grade_one(folder, submission, public_only=True, device=device, close_in_background=True)
     try:
