@@ -104,9 +104,10 @@ class Ledger:
         except (ValueError, KeyError, TypeError):
             return None  # written by an older schema: grade again
 
-    def record(self, key: LedgerKey, report: GradeReport) -> None:
-        """Store `report` under `key` (replacing an earlier entry with the same key), committed."""
-        text = json.dumps(to_dict(report), ensure_ascii=False, allow_nan=False)
+    def record(self, key: LedgerKey, report: GradeReport, data: dict | None = None) -> None:
+        """Store `report` under `key` (replacing an earlier entry with the same key), committed.
+        `data`: ``to_dict(report)`` when the caller already has it."""
+        text = json.dumps(to_dict(report) if data is None else data, ensure_ascii=False, allow_nan=False)
         now = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
         try:
             with self._conn:

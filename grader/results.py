@@ -222,10 +222,32 @@ def _clean_float(x: float) -> Any:
     return x
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_PLAIN = (str, int, bool, type(None))
+
+
+def _field_names(t: type) -> tuple[str, ...] | None:
+    names = _FIELDS.get(t)
+    if names is None and dataclasses.is_dataclass(t):
+        names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(t))
+    return names
+
+
 def to_dict(obj: Any) -> Any:
-    """Dataclasses/enums/lists -> plain JSON values (NaN/inf become strings)."""
-    if dataclasses.is_dataclass(obj):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    """Dataclasses/enums/lists -> plain JSON values (NaN/inf become strings).
+
+    Called for every report twice per submission (ledger and results file share one result), so
+    it dispatches on the exact type first: reports hold thousands of floats (heatmaps)."""
+    t = type(obj)
+    if t is float:
+        return obj if math.isfinite(obj) else _clean_float(obj)
+    if t in _PLAIN:
+        return obj
+    if t is list or t is tuple:
+        return [to_dict(x) for x in obj]
+    names = _field_names(t)
+    if names is not None:
+        return {n: to_dict(getattr(obj, n)) for n in names}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, (list, tuple)):

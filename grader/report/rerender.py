@@ -49,9 +49,11 @@ def _check_unique_names(reports: list[GradeReport]) -> None:
         names[name] = r.submission.id
 
 
-def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str]) -> Path:
-    """`<results_dir>/<id>.json`, the canonical form (NaN/inf as strings, so strict JSON)."""
-    text = json.dumps(to_dict(report), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str], data: dict | None = None) -> Path:
+    """`<results_dir>/<id>.json`, the canonical form (NaN/inf as strings, so strict JSON).
+    `data`: ``to_dict(report)`` when the caller already has it."""
+    text = json.dumps(to_dict(report) if data is None else data, indent=2, ensure_ascii=False,
+                      allow_nan=False) + "\n"
     return write_text_atomic(Path(results_dir) / f"{report_filename(report.submission.id)}.json", text)
 
 

@@ -213,7 +213,7 @@ def _decode_tensors(table: list, payload: memoryview, device_map) -> list[torch.
         if type(device) is not str or not _valid_device(device):
             raise WireError(f"tensor device {device!r} is invalid")
         numel = math.prod(shape)
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        itemsize = dtype.itemsize
         nbytes = meta.get("nbytes")
         if device == "meta":
             if nbytes != 0:

@@ -1,8 +1,9 @@
 """The warm zygote: ``python -m grader.sandbox.zygote CTL_FD [--warm-meta]``.
 
 Started by exec (never by forking the grader) with a cleared environment. It imports torch and
-this package only, stays single-threaded, never touches CUDA and never runs a tensor op, so that
-forking it is safe (a fork after a multi-threaded OpenMP region deadlocks). It is driven over an
+this package only, stays single-threaded and never touches CUDA; the few CPU tensor ops it runs
+to warm up (``_warm_ops``) run on one thread, so that forking it is safe (a fork after a
+multi-threaded OpenMP region deadlocks). It is driven over an
 inherited SOCK_SEQPACKET socketpair: each "spawn" message carries four fds (status, channel,
 stdout, stderr) and gets back the supervisor's pid. EOF on the socket (the grader closed it or
 died) kills every child and ends the zygote. A "warm_meta" message (or ``--warm-meta``, before
@@ -11,6 +12,7 @@ the ready message) runs the first meta-device op here, once, so that workers do 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -27,6 +29,35 @@ def _warm_meta() -> None:
     (torch.empty(1, device="meta") * 2).sum()
 
 
+def _warm_ops() -> None:
+    """Run, once, the CPU ops attention code uses, in every dtype the cases use.
+
+    Their first call in a process pays one-off set-up (MKL and oneDNN initialisation, kernel
+    selection, Python-side caches); done here, every worker inherits it instead of paying it again.
+    One thread only (set before this runs): no OpenMP team is ever started, so forking stays safe.
+    Forward only: autograd's engine may start device threads, and the zygote must stay single-threaded.
+    """
+    import math
+
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 2, 5, 8, generator=gen)
+    keep = torch.ones(5, 5, dtype=torch.bool).tril()
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        x = q.to(dtype)
+        s = torch.einsum("bhqd,bhkd->bhqk", x, x) / math.sqrt(x.shape[-1])
+        s = torch.matmul(x, x.transpose(-2, -1)).masked_fill(~keep, float("-inf"))
+        s = torch.where(keep, s, torch.finfo(dtype).min)
+        w = torch.nan_to_num(torch.softmax(s, dim=-1))
+        (w @ x).sum()
+        torch.bmm(x.flatten(0, 1), x.flatten(0, 1).transpose(1, 2))
+        torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=keep)
+        torch.cat([x, x], dim=2).view(2, 2, 10, 8).transpose(1, 2).reshape(2, 10, 16)
+    with torch.no_grad():
+        torch.nn.Linear(8, 8, bias=False)(q)
+
+
 def main(ctl_fd: int, warm_meta: bool = False) -> None:
     import torch
 
@@ -35,12 +66,18 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
+    _warm_ops()
     if warm_meta:
         _warm_meta()
     from grader.sandbox import jail, worker
 
     if sys.platform.startswith("linux"):
         jail.prctl(jail.PR_SET_CHILD_SUBREAPER, 1)
+    # Everything imported so far lives as long as the zygote and its forks: move it out of the
+    # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
+    # objects again (and copies their pages on write).
+    gc.collect()
+    gc.freeze()
     ctl = socket.socket(fileno=ctl_fd)
     ctl.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
     mine: set[int] = set()

@@ -184,3 +184,43 @@ def test_compare_flash_requires_the_naive_dtype():
     _, _, _, _, rows, oracle, naive = _case(torch.float16, 1.0)
     c = compare_flash(naive.float(), oracle, naive, where=rows)
     assert not c.ok and c.reason == "dtype float32 != float16"
+
+
+# --- the quick passing path agrees with the full path ------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+import reference.compare as compare_module  # noqa: E402
+
+_SPECIAL = st.sampled_from([0.0, 1.0, -2.5, 1e-6, float("nan"), float("inf"), float("-inf"), 1e30])
+
+
+@st.composite
+def _pairs(draw):
+    n = draw(st.integers(1, 12))
+    values = st.one_of(st.floats(-4, 4, allow_nan=False), _SPECIAL)
+    e = torch.tensor(draw(st.lists(values, min_size=n, max_size=n)), dtype=torch.float64)
+    noise = torch.tensor(draw(st.lists(st.one_of(st.floats(-1e-4, 1e-4), _SPECIAL), min_size=n, max_size=n)),
+                         dtype=torch.float64)
+    a = torch.where(torch.tensor(draw(st.lists(st.booleans(), min_size=n, max_size=n))), e + noise, e)
+    where = draw(st.one_of(st.none(), st.lists(st.booleans(), min_size=n, max_size=n).map(torch.tensor)))
+    return a, e, where
+
+
+@settings(max_examples=300, deadline=None)
+@given(_pairs(), st.sampled_from([(1e-5, 1e-5), (0.0, 0.0), (1e-2, 1e-2)]))
+def test_quick_path_gives_the_full_paths_verdict(pair, tol):
+    a, e, where = pair
+    atol, rtol = tol
+    quick = compare_tensors(a, e, atol=atol, rtol=rtol, where=where)
+    saved = compare_module._quick_pass
+    compare_module._quick_pass = lambda *args: None
+    try:
+        full = compare_tensors(a, e, atol=atol, rtol=rtol, where=where)
+    finally:
+        compare_module._quick_pass = saved
+    assert quick.ok == full.ok
+    if full.ok:
+        assert quick.max_abs_error == pytest.approx(full.max_abs_error, abs=0.0)
+    else:
+        assert repr(quick) == repr(full)  # failures always take the full path (repr: NaN == NaN)
