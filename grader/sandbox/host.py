@@ -147,6 +147,7 @@ class Sandbox:
                         probe.wait()
                     shutil.rmtree(self._root, ignore_errors=True)
                     raise
+        self._direct = False
         _LIVE.add(self)
         try:
             self._plan = self._choose(isolation, probe)
@@ -154,6 +155,11 @@ class Sandbox:
             order = ["namespaces", "uid", "landlock", "cgroup", "rss", "rlimits"]
             base = [] if "namespaces" in self.features else ["process"]
             self.isolation: str = "+".join(base + [f for f in order if f in self.features])
+            # As root with namespaces and cgroups, the zygote forks each worker straight into a new
+            # PID namespace and supervises it itself: one fork of the torch image per submission
+            # instead of two (supervisor + worker). Same jail, ~1/5 less CPU per worker.
+            self._direct = (self._zygote is not None and {"namespaces", "cgroup"} <= self.features
+                            and not self._plan["userns"] and os.geteuid() == 0)
             if self._zygote is not None:
                 self._zygote.wait_ready(self.limits.start_timeout_s)
                 if warm_meta:
@@ -254,7 +260,8 @@ class Sandbox:
                 with self._lock:
                     if self._closed:
                         raise SandboxError("the sandbox is closed")
-                    reply = self._zygote.request({"op": "spawn"}, [c_st.fileno(), c_ch.fileno(), out_w, err_w])
+                    req = {"op": "spawn", "direct": True, "cfg": cfg} if self._direct else {"op": "spawn"}
+                    reply = self._zygote.request(req, [c_st.fileno(), c_ch.fileno(), out_w, err_w])
                 sup_pid = reply.get("pid")
                 if not sup_pid:
                     raise SandboxError(f"the zygote could not start a worker: {reply}")
@@ -278,14 +285,15 @@ class Sandbox:
             for fd in (out_w, err_w):
                 os.close(fd)
         w = Worker(self, scratch=scratch, cgroups=cgroups, channel=h_ch, status=h_st, out_fd=out_r,
-                   err_fd=err_r, supervisor=sup_pid, proc=proc)
+                   err_fd=err_r, supervisor=None if self._direct and proc is None else sup_pid, proc=proc)
         with self._lock:
             self._workers.add(w)
             closed = self._closed
         if closed:  # close() ran meanwhile and did not see this one
             w.close()
             raise SandboxError("the sandbox is closed")
-        h_st.sendall((json.dumps(cfg) + "\n").encode())
+        if not self._direct or proc is not None:  # a direct worker got it with the spawn request
+            h_st.sendall((json.dumps(cfg) + "\n").encode())
         w._start()
         return w
 
@@ -383,7 +391,7 @@ class Worker:
     invalid reply (WireError: the worker is killed too) it is dead."""
 
     def __init__(self, sandbox: Sandbox, *, scratch: str, cgroups: list[str], channel: socket.socket,
-                 status: socket.socket, out_fd: int, err_fd: int, supervisor: int,
+                 status: socket.socket, out_fd: int, err_fd: int, supervisor: int | None,
                  proc: subprocess.Popen | None):
         self._sb = sandbox
         self.limits = sandbox.limits

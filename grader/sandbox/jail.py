@@ -164,6 +164,31 @@ def enter_supervisor(cfg: dict) -> None:
             _write("/proc/self/gid_map", f"0 {gid} 1")
 
 
+def enter_direct(cfg: dict) -> None:
+    """In a worker forked straight from the zygote into a new PID namespace (``fork_in_new_pid_ns``):
+    what ``enter_supervisor`` does for the supervised path, applied to the worker itself. It is
+    PID 1 of its namespace, so everything it starts dies with it and orphans are re-parented to it."""
+    os.setsid()
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    for path in cfg.get("cgroups", []):
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write("0")  # "0": the writing process (our pid as the host sees it is not ours to know)
+    if "namespaces" in cfg["features"]:
+        unshare(NS_FLAGS & ~CLONE_NEWPID)
+
+
+def fork_in_new_pid_ns(own_pid_ns: int) -> int:
+    """os.fork(), with the child as PID 1 of a new PID namespace (root only; single fork, no
+    supervisor process). ``own_pid_ns``: an fd of /proc/self/ns/pid, used to point this
+    process's future children back at its own namespace, so the next call can unshare again."""
+    unshare(CLONE_NEWPID)
+    try:
+        return os.fork()
+    finally:
+        if os.getpid() != 1:  # in the parent (the child is PID 1 of its namespace)
+            _check(libc().setns(own_pid_ns, CLONE_NEWPID), "setns")
+
+
 def _write(path: str, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)

@@ -81,9 +81,25 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     ctl = socket.socket(fileno=ctl_fd)
     ctl.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
     mine: set[int] = set()
+    direct: dict[int, _Direct] = {}  # workers forked straight into their own PID namespace
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY) if sys.platform.startswith("linux") else -1
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
     while True:
-        r, _, _ = select.select([ctl], [], [], 0.2)
-        if r:
+        watched = [d.status for d in direct.values() if not d.killing]
+        r, _, _ = select.select([ctl, wake_r] + watched, [], [], 0.2)
+        if wake_r in r:
+            try:
+                os.read(wake_r, 512)
+            except OSError:
+                pass
+        for d in direct.values():
+            if d.status in r:
+                d.on_status()
+        if ctl in r:
             try:
                 msg, fds, _, _ = socket.recv_fds(ctl, 65536, 8)
             except OSError:
@@ -94,15 +110,32 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
             if req.get("op") == "spawn" and len(fds) == 4:
                 sys.stdout.flush()
                 sys.stderr.flush()
-                pid = os.fork()
+                straight = bool(req.get("direct")) and own_pid_ns >= 0 and type(req.get("cfg")) is dict
+                try:
+                    pid = jail.fork_in_new_pid_ns(own_pid_ns) if straight else os.fork()
+                except OSError as e:
+                    for fd in fds:
+                        os.close(fd)
+                    ctl.send(json.dumps({"error": f"fork failed: {e}"}).encode())
+                    continue
                 if pid == 0:
                     try:
                         ctl.close()
+                        for d in direct.values():  # other workers' status sockets
+                            d.status.close()
+                        signal.set_wakeup_fd(-1)
                         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                         jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)
-                        worker.supervise(*fds)
+                        if straight:
+                            worker.direct(req["cfg"], *fds)
+                        else:
+                            worker.supervise(*fds)
                     finally:
                         os._exit(1)
+                if straight:
+                    direct[pid] = _Direct(pid, socket.socket(fileno=fds[0]))
+                    direct[pid].send({"pid": pid})
+                    fds = fds[1:]
                 for fd in fds:
                     os.close(fd)
                 mine.add(pid)
@@ -114,21 +147,63 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
                 for fd in fds:
                     os.close(fd)
                 ctl.send(json.dumps({"error": "bad request"}).encode())
-        _reap(mine)
+        _reap(mine, direct)
     _kill_all(mine)
     # Skip interpreter teardown: unloading torch takes ~0.6 s and nothing here needs flushing.
     os._exit(0)
 
 
-def _reap(mine: set[int]) -> None:
+class _Direct:
+    """The zygote's side of a worker it forked straight into a new PID namespace: it does what the
+    supervisor does on the supervised path. The worker's configuration came with the spawn request,
+    so only the zygote reads this status socket: it carries, to the grader, a "pid" line
+    and, once the worker is reaped, a "status" line; from the grader, "k" (or EOF) means kill it.
+    The worker is PID 1 of its namespace: when it dies, the kernel kills everything it started."""
+
+    def __init__(self, pid: int, status: socket.socket):
+        self.pid = pid
+        self.status = status
+        self.killing = False
+
+    def send(self, msg: dict) -> None:
+        try:
+            self.status.sendall((json.dumps(msg) + "\n").encode())
+        except OSError:
+            pass
+
+    def on_status(self) -> None:
+        try:
+            data = self.status.recv(64)
+        except OSError:
+            data = b""
+        if not data or b"k" in data:
+            self.killing = True
+            try:
+                os.kill(self.pid, signal.SIGKILL)  # not reaped yet: the pid is still ours
+            except ProcessLookupError:
+                pass
+
+    def exited(self, exit_status: int) -> None:
+        if os.WIFSIGNALED(exit_status):
+            report = {"signal": os.WTERMSIG(exit_status), "killed_by_grader": self.killing}
+        else:
+            report = {"exit": os.WEXITSTATUS(exit_status)}
+        self.send({"status": report})
+        self.status.close()
+
+
+def _reap(mine: set[int], direct: "dict[int, _Direct]") -> None:
     from grader.sandbox import worker
 
     try:
         while True:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, exit_status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
             mine.discard(pid)
+            d = direct.pop(pid, None)
+            if d is not None:
+                d.exited(exit_status)
     except ChildProcessError:
         pass
     # Orphans adopted from dead supervisors are never ours to keep.

@@ -35,6 +35,14 @@ def which():
     import sys
     return sys.argv[0]
 
+def spawn_sleeper():
+    import subprocess
+    return subprocess.Popen(["sleep", "300"], start_new_session=True).pid
+
+def pids():
+    import os
+    return [os.getpid(), os.getppid()]
+
 class Model(torch.nn.Module):
     pass
 '''
@@ -164,3 +172,45 @@ def test_every_call_is_seeded_alike(sub):
         assert all(torch.equal(first, w.call("seeded")) for _ in range(3))
         torch.manual_seed(0)
         assert torch.equal(first, torch.rand(3))
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _host_pids_of_sleep() -> set[int]:
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if f.read() == b"sleep\x00300\x00":
+                        out.add(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def test_direct_worker_is_pid_1_forked_by_the_zygote_and_takes_its_tree_with_it(sub):
+    """As root with namespaces and cgroups, the zygote forks each worker straight into a new PID
+    namespace (no supervisor process in between); the worker's tree still dies with it."""
+    with Sandbox(LIMITS, warm_meta=False) as sb:
+        if not sb._direct:
+            pytest.skip(f"direct workers need root, namespaces and cgroups (here: {sb.isolation})")
+        before = _host_pids_of_sleep()
+        w = sb.open(sub)
+        assert w.call("pids") == [1, 0]  # PID 1 of its own namespace
+        assert _ppid(w.pid) == sb._zygote.pid  # and the zygote's own child: one fork, not two
+        w.call("spawn_sleeper")  # a grandchild in its own session, trying to outlive the worker
+        sleepers = _host_pids_of_sleep() - before
+        assert len(sleepers) == 1
+        w.retire()
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in sleepers | {w.pid}) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not any(_alive(p) for p in sleepers | {w.pid})
+        w2 = sb.open(sub)  # the zygote can unshare a fresh PID namespace for the next one
+        assert w2.call("pids") == [1, 0]
+        w2.close()
+        assert w2._exit == {"status": {"signal": 9, "killed_by_grader": True}}
