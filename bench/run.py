@@ -1,7 +1,7 @@
 """Benchmark `grader grade` against the floor, a cold `python` per file, nbgrader and otter-grader.
 
-    python bench/run.py --quick            # < 10 min on 2 cores: 60 submissions, peers on 12-20 notebooks
-    python bench/run.py                    # 200 submissions, 3 rounds, peers on 40 / 20 notebooks
+    python bench/run.py --quick            # < 10 min on 2 cores: 200 submissions in 2 batches of 100, peers on 12 / 20 notebooks
+    python bench/run.py                    # the same, with peers on 40 / 20 notebooks
     python bench/run.py --no-peers         # ours, the floor and the cold baseline only
     python bench/run.py --scale 1000       # 1,000 .py submissions in one run: RSS over time, output usable
 
@@ -288,8 +288,8 @@ def expected_right(manifest: dict, name: str, percent: float | None) -> bool:
 
 
 def main_compare(args) -> dict:
-    n = args.n or (60 if args.quick else 200)
-    rounds = args.rounds or (2 if args.quick else 3)
+    n = args.n or 200
+    rounds = args.rounds or 2  # 100 per `grader grade`: an evening's batch, not a handful
     n_nbg = args.nbgrader_n or (20 if args.quick else 40)
     n_ott = args.otter_n or (12 if args.quick else 20)
     n_cold = args.cold_n or (12 if args.quick else 30)
@@ -509,7 +509,7 @@ def main_scale(args) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="under 10 minutes on 2 cores")
-    ap.add_argument("-n", type=int, default=None, help="submissions for ours [200; 60 with --quick]")
+    ap.add_argument("-n", type=int, default=None, help="submissions for ours, split over the rounds [200]")
     ap.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
                     help="install and run nbgrader and otter-grader")
     ap.add_argument("--rounds", type=int, default=None)
