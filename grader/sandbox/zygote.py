@@ -56,6 +56,13 @@ def _warm_ops() -> None:
         torch.cat([x, x], dim=2).view(2, 2, 10, 8).transpose(1, 2).reshape(2, 10, 16)
     with torch.no_grad():
         torch.nn.Linear(8, 8, bias=False)(q)
+    # The wire: every worker encodes replies and decodes arguments in these dtypes.
+    from grader.sandbox.wire import decode_frame, encode_frame, PREFIX
+
+    values = [q.to(dtype) for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)]
+    frame = encode_frame({"ok": True, "value": (values, keep, torch.tensor([1, 2]), [1.5, "x", None])})
+    hlen, _ = PREFIX.unpack(frame[:PREFIX.size])
+    decode_frame(frame[PREFIX.size:PREFIX.size + hlen], frame[PREFIX.size + hlen:])
 
 
 def main(ctl_fd: int, warm_meta: bool = False) -> None:
