@@ -122,6 +122,9 @@ class _InProcWorker:
         return NameInfo(name=name, kind=r["kind"], signature=r["signature"], params=tuple(r["params"]),
                         available=tuple(r["available"]))
 
+    def describe_all(self, names):
+        return {n: self.describe(n) for n in names}
+
     def call(self, name, *args, **kwargs):
         return _copy(self._op(self.srv.op_call, {"name": name, "args": list(args), "kwargs": kwargs})["value"])
 
