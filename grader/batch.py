@@ -30,7 +30,7 @@ from typing import Callable
 
 import torch
 
-from grader import __version__
+from grader import __version__, slots
 from grader.assignments import Assignment
 from grader.discover import discover
 from grader.engine import Engine, limits_for
@@ -314,16 +314,19 @@ def _grade_all(cfg: BatchConfig, dev: torch.device, todo: list[tuple[LedgerKey, 
             result.isolation = sandboxes[0].isolation
             on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=result.isolation,
                            reused=len(sandboxes)))
-            threads = [threading.Thread(target=_slot, args=(e, jobs, done_q, stop, cfg.debug), daemon=True,
-                                        name=f"grade-slot-{i}") for i, e in enumerate(engines)]
-            for t in threads:
-                t.start()
             tally = _Tally(cfg, ledger, book, run_id, result, on_event, total)
-            while any(t.is_alive() for t in threads) or not done_q.empty():
-                try:
-                    tally.take(*done_q.get(timeout=0.1))
-                except queue.Empty:
-                    continue
+            if len(engines) > 1 and dev.type == "cpu" and hasattr(os, "fork"):
+                slots.run(engines[0], todo, len(engines), tally, stop, cfg.debug)
+            else:
+                threads = [threading.Thread(target=_slot, args=(e, jobs, done_q, stop, cfg.debug), daemon=True,
+                                            name=f"grade-slot-{i}") for i, e in enumerate(engines)]
+                for t in threads:
+                    t.start()
+                while any(t.is_alive() for t in threads) or not done_q.empty():
+                    try:
+                        tally.take(*done_q.get(timeout=0.1))
+                    except queue.Empty:
+                        continue
             result.interrupted = interrupts.requested and tally.done < total
     finally:
         stop.set()
@@ -390,14 +393,16 @@ class _Tally:
     done: int = 0
     failing: int = 0
 
-    def take(self, key: LedgerKey, report: GradeReport | None, seconds: float, error: str) -> None:
+    def take(self, key: LedgerKey, report: GradeReport | None, seconds: float, error: str,
+             data: dict | None = None) -> None:
+        """`data`: ``to_dict(report)`` when the caller already has it."""
         self.done += 1
         if report is None:  # a grader fault: not recorded, retried by the next run
             self.failing += 1
             self.result.errors.append((key.student_id, error))
             self.on_event(Event("error", self.done, self.total, key.student_id, None, seconds, self.failing, error))
             return
-        _record(self.cfg, self.ledger, self.book, self.run_id, key, report)
+        _record(self.cfg, self.ledger, self.book, self.run_id, key, report, data)
         self.result.graded += 1
         self.result.failed_to_load += not report.load.ok
         self.failing += report.score.earned < report.score.possible
@@ -405,10 +410,10 @@ class _Tally:
 
 
 def _record(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, key: LedgerKey,
-            report: GradeReport) -> None:
+            report: GradeReport, data: dict | None = None) -> None:
     # The ledger first: it is the source of truth. A crash after it and before the JSON is written is
     # repaired by the next run (which restores the JSON from the ledger); before it, nothing is kept.
-    data = to_dict(report)
+    data = to_dict(report) if data is None else data
     ledger.record(key, report, data)
     try:
         write_result_json(report, cfg.out_dir / "results", data)

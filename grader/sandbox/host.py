@@ -8,6 +8,7 @@ killed with SIGKILL together with everything it started.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import json
 import os
@@ -119,6 +120,10 @@ class Sandbox:
         self.limits = limits
         self.device = device
         self._lock = threading.Lock()
+        self._zlock: Any = contextlib.nullcontext()
+        """Held around each zygote request; a process lock once `share_with_forks` is called."""
+        self._owner = True
+        """False in a forked grading process: its close() leaves the zygote to the parent."""
         self._workers: "weakref.WeakSet[Worker]" = weakref.WeakSet()
         self._closed = False
         self._zygote: early.Zygote | None = None
@@ -203,11 +208,28 @@ class Sandbox:
             feats.add("rss")
         return plan
 
+    # -- sharing with forked grading processes --
+    def share_with_forks(self) -> None:
+        """Call before forking grading processes that will open workers from this Sandbox: zygote
+        requests are then serialised across processes too (each is a send and its reply)."""
+        import multiprocessing
+
+        self._zlock = multiprocessing.get_context("fork").Lock()
+
+    def adopt_after_fork(self) -> None:
+        """In a process forked after `share_with_forks`: start with no workers and no reaper of its
+        own, and leave the zygote to the parent (close() here only cleans up this process's workers)."""
+        self._lock = threading.Lock()
+        self._workers = weakref.WeakSet()
+        self._reaper = None
+        self._owner = False
+        _LIVE.discard(self)
+
     # -- zygote --
     def warm_meta(self) -> None:
         """Have the zygote warm the meta device now (no-op when it did already)."""
         if self._zygote is not None:
-            with self._lock:
+            with self._lock, self._zlock:
                 if self._closed:
                     raise SandboxError("the sandbox is closed")
                 self._zygote.warm_meta(self.limits.start_timeout_s)
@@ -257,7 +279,7 @@ class Sandbox:
         sup_pid = None
         try:
             if self._zygote is not None:
-                with self._lock:
+                with self._lock, self._zlock:
                     if self._closed:
                         raise SandboxError("the sandbox is closed")
                     req = {"op": "spawn", "direct": True, "cfg": cfg} if self._direct else {"op": "spawn"}
@@ -337,6 +359,8 @@ class Sandbox:
                 pass
         if reaper is not None:
             reaper.stop()
+        if not self._owner:
+            return
         self._stop_zygote()
         shutil.rmtree(self._root, ignore_errors=True)
         _LIVE.discard(self)

@@ -188,11 +188,12 @@ def _six_submissions(folder: Path) -> Path:
     return folder
 
 
-def test_sigint_stops_cleanly_and_the_rerun_resumes_without_loss_or_duplicates(tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])  # -j 2: slot processes (grader/slots.py), -j 1: one thread
+def test_sigint_stops_cleanly_and_the_rerun_resumes_without_loss_or_duplicates(tmp_path, jobs):
     import signal
 
     cls, out = _six_submissions(tmp_path / "class"), tmp_path / "out"
-    proc = _start(["grade", cls, "-a", "masked-attention", "-o", out, "-j", "1"], tmp_path)
+    proc = _start(["grade", cls, "-a", "masked-attention", "-o", out, "-j", jobs], tmp_path)
     _wait_for(lambda: any((out / "results").glob("*.json")), proc)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)

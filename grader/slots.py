@@ -1,0 +1,227 @@
+"""Grading slots as forked processes: `-j N` on the CPU without one interpreter lock for all N.
+
+With N slot threads in one process, every slot's grader-side work (decoding replies, comparing,
+diagnosing) and the recording (ledger, JSON, HTML) share one GIL, and the slots wait for each
+other: two `-j 1` processes graded a batch ~1.6x faster than one `-j 2` process. So `run` forks
+N grading processes from the grader once everything they share is ready: torch imported, the
+reference setups computed (copy-on-write, never recomputed) and the sandbox's zygote started.
+Each opens its own sandboxed workers through the shared zygote (requests serialised by a process
+lock) and sends back plain JSON; this process records every result, as with threads.
+
+    grader (this process)                      slot process i (forked, trusted grader code)
+      todo[k] index  --- job pipe --->            Engine.grade(todo[k])  -> worker (jailed)
+      tally.take(report)  <--- result pipe ---    {"i": k, "report": to_dict(report), ...}
+
+Never pickles; only grader-built data crosses. A slot process that dies costs the submission it
+was grading (an error, retried by the next run) and nothing else: the other slots take the rest.
+Only for the CPU: a process that has initialised CUDA cannot be forked safely.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import threading
+import time
+import traceback
+from typing import Any
+
+from grader.results import report_from_dict, to_dict
+
+
+
+def run(engine: Any, todo: list, n: int, tally: Any, stop: threading.Event, debug: bool) -> None:
+    """Grade `todo` ((LedgerKey, LoadedSubmission) pairs) in `n` forked processes; `tally.take`
+    each result here, in order of completion. Returns when all are taken, or after `stop` is set
+    and the submissions already handed out are finished."""
+    engine.sandbox.share_with_forks()
+    procs: list[_Slot] = []
+    for _ in range(n):
+        procs.append(_fork(engine, todo, debug, inherited=[fd for p in procs for fd in (p.jobs, p.results)]))
+    next_job = 0
+    try:
+        for p in procs:
+            if next_job < len(todo):
+                p.send(next_job)
+                next_job += 1
+        while any(p.busy for p in procs):
+            if stop.is_set():
+                for p in procs:
+                    p.close_jobs()
+            ready, _, _ = select.select([p.results for p in procs if p.busy], [], [], 0.1)
+            for p in procs:
+                if p.results not in ready:
+                    continue
+                for msg in p.read():
+                    i = msg["i"]
+                    p.pending.discard(i)
+                    # The next one first: the slot grades it while this result is recorded here.
+                    if next_job < len(todo) and not stop.is_set():
+                        p.send(next_job)
+                        next_job += 1
+                    data = msg.get("report")
+                    report = report_from_dict(data) if data is not None else None
+                    tally.take(todo[i][0], report, float(msg.get("seconds", 0.0)), str(msg.get("error", "")), data)
+                if p.dead:
+                    for i in sorted(p.pending):
+                        tally.take(todo[i][0], None, 0.0, "the grading process for this submission died "
+                                   f"({p.exit_reason()}); it was not recorded and the next run grades it again")
+                    p.pending.clear()
+        # The slots still alive took over what dead ones would have graded; this is left only
+        # when every slot process died.
+        if next_job < len(todo) and not stop.is_set():
+            for i in range(next_job, len(todo)):
+                tally.take(todo[i][0], None, 0.0, "no grading process was left to grade it; the next run will")
+    except BaseException:  # a second Ctrl-C, or an operator error while recording: stop them now
+        for p in procs:
+            p.terminate()
+        raise
+    finally:
+        for p in procs:
+            p.finish()
+
+
+class _Slot:
+    """This process's end of one slot process: the job pipe, the result pipe, what is in flight."""
+
+    def __init__(self, pid: int, jobs: int, results: int):
+        self.pid = pid
+        self.jobs = jobs
+        self.results = results
+        self.pending: set[int] = set()
+        self.dead = False
+        self._buf = b""
+        self._status: int | None = None
+
+    @property
+    def busy(self) -> bool:
+        return not self.dead and bool(self.pending)
+
+    def send(self, i: int) -> None:
+        if self.jobs < 0 or self.dead:
+            return
+        try:
+            os.write(self.jobs, f"{i}\n".encode())
+            self.pending.add(i)
+        except OSError:
+            self.dead = True
+
+    def read(self) -> list[dict]:
+        try:
+            chunk = os.read(self.results, 1 << 20)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.dead = True
+            return []
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        return [json.loads(line) for line in lines if line]
+
+    def close_jobs(self) -> None:
+        """No more submissions: the slot process ends after those it has."""
+        if self.jobs >= 0:
+            os.close(self.jobs)
+            self.jobs = -1
+
+    def exit_reason(self) -> str:
+        self._wait(0.5)
+        st = self._status
+        if st is None:
+            return "still running"
+        if os.WIFSIGNALED(st):
+            return f"killed by signal {os.WTERMSIG(st)}"
+        return f"exit code {os.WEXITSTATUS(st)}"
+
+    def _wait(self, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while self._status is None:
+            try:
+                pid, st = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self._status = 0
+                return
+            if pid:
+                self._status = st
+                return
+            if time.monotonic() >= end:
+                return
+            time.sleep(0.005)
+
+    def terminate(self) -> None:
+        """Ask the slot process to stop now (it kills its workers and removes their cgroups)."""
+        if self._status is None:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def finish(self) -> None:
+        """End the slot process: let it finish (its workers' clean-up included), else kill it."""
+        self.close_jobs()
+        self._wait(60.0)
+        if self._status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._wait(10.0)
+        os.close(self.results)
+
+
+def _fork(engine: Any, todo: list, debug: bool, inherited: list[int]) -> _Slot:
+    """Fork one slot process; `inherited`: the other slots' pipe ends, closed in the child (an
+    inherited job pipe's write end would keep that slot from ever seeing its end)."""
+    jobs_r, jobs_w = os.pipe()
+    res_r, res_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the slot process: never returns into the caller's code
+        code = 0
+        try:
+            for fd in [jobs_w, res_r] + inherited:
+                os.close(fd)
+            # Ctrl-C reaches the whole process group: the parent decides (finish, or kill us).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, _exit_now)
+            engine.sandbox.adopt_after_fork()
+            _serve(engine, todo, jobs_r, res_w, debug)
+        except BaseException:  # noqa: BLE001 - report nothing more: the parent sees the exit
+            code = 1
+        finally:
+            try:
+                engine.sandbox.close()  # this process's workers only: the zygote is the parent's
+            finally:
+                os._exit(code)
+    os.close(jobs_r)
+    os.close(res_w)
+    return _Slot(pid, jobs_w, res_r)
+
+
+def _exit_now(signum: int, frame: Any) -> None:
+    raise SystemExit(1)  # unwinds through the current grading, then the sandbox clean-up below
+
+
+def _serve(engine: Any, todo: list, jobs: int, results: int, debug: bool) -> None:
+    buf = b""
+    while True:
+        chunk = os.read(jobs, 4096)
+        if not chunk:
+            return
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            i = int(line)
+            key, sub = todo[i]
+            t0 = time.perf_counter()
+            msg: dict[str, Any] = {"i": i}
+            try:
+                msg["report"] = to_dict(engine.grade(sub, student_id=key.student_id))
+            except Exception as e:  # noqa: BLE001 - a grader fault on one submission must not end the slot
+                msg["error"] = f"{type(e).__name__}: {e}" + (("\n" + traceback.format_exc()) if debug else "")
+            msg["seconds"] = time.perf_counter() - t0
+            data = (json.dumps(msg, ensure_ascii=False, allow_nan=False) + "\n").encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(results, view):]
