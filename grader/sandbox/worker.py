@@ -63,14 +63,7 @@ def supervise(status_fd: int, channel_fd: int, out_fd: int, err_fd: int) -> None
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        try:
-            _become_worker(cfg, channel_fd, out_fd, err_fd)
-        except BaseException:
-            try:
-                os.write(2, traceback.format_exc().encode()[-4000:])
-            finally:
-                os._exit(70)
-        os._exit(0)
+        _run_worker(cfg, channel_fd, out_fd, err_fd)
     for fd in (channel_fd, out_fd, err_fd):
         os.close(fd)
     _send_status(status_fd, {"pid": pid})
@@ -87,6 +80,11 @@ def direct(cfg: dict, status_fd: int, channel_fd: int, out_fd: int, err_fd: int)
     except BaseException as e:
         os.write(err_fd, f"worker set-up failed: {e!r}\n".encode())
         os._exit(1)
+    _run_worker(cfg, channel_fd, out_fd, err_fd)
+
+
+def _run_worker(cfg: dict, channel_fd: int, out_fd: int, err_fd: int) -> None:
+    """Become the worker and serve until the grader is done; never returns."""
     try:
         _become_worker(cfg, channel_fd, out_fd, err_fd)
     except BaseException:
