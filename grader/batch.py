@@ -20,6 +20,7 @@ import os
 import queue
 import signal
 import statistics
+import sys
 import threading
 import time
 import traceback
@@ -315,7 +316,7 @@ def _grade_all(cfg: BatchConfig, dev: torch.device, todo: list[tuple[LedgerKey, 
             on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=result.isolation,
                            reused=len(sandboxes)))
             tally = _Tally(cfg, ledger, book, run_id, result, on_event, total)
-            if len(engines) > 1 and dev.type == "cpu" and hasattr(os, "fork"):
+            if len(engines) > 1 and dev.type == "cpu" and sys.platform.startswith("linux"):  # fork()-safe there
                 slots.run(engines[0], todo, len(engines), tally, stop, cfg.debug)
             else:
                 threads = [threading.Thread(target=_slot, args=(e, jobs, done_q, stop, cfg.debug), daemon=True,

@@ -14,7 +14,8 @@ lock) and sends back plain JSON; this process records every result, as with thre
 
 Never pickles; only grader-built data crosses. A slot process that dies costs the submission it
 was grading (an error, retried by the next run) and nothing else: the other slots take the rest.
-Only for the CPU: a process that has initialised CUDA cannot be forked safely.
+Only for the CPU on Linux: a process that has initialised CUDA cannot be forked safely, and on
+macOS forking a process that loaded torch's system frameworks is not safe either.
 """
 
 from __future__ import annotations
