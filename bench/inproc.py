@@ -222,7 +222,7 @@ def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
 
     timed(B, "load_submission", "load (read + parse)")
     timed(B, "discover", "discover")
-    timed(B, "_start_sandboxes", "sandbox start (zygote, once)")
+    timed(B, "_start_sandbox", "sandbox start (zygote, once)")
     timed(E.Engine, "prepare", "reference (setups, once)")
     timed(host.Sandbox, "_spawn", "worker start (fork + jail)")
     timed(host.Worker, "_run_units", "student code load (module/cells)")

@@ -23,7 +23,6 @@ import statistics
 import sys
 import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -298,41 +297,50 @@ def _grade_all(cfg: BatchConfig, dev: torch.device, todo: list[tuple[LedgerKey, 
     on_event(Event("plan", 0, total, reused=result.reused))
     if not todo:
         return
-    jobs: queue.Queue = queue.Queue()
-    for item in todo:
-        jobs.put(item)
-    done_q: queue.Queue = queue.Queue()
+    n = min(cfg.jobs, total)
+    forked = n > 1 and dev.type == "cpu" and sys.platform.startswith("linux")  # fork()-safe there
     stop = threading.Event()
     t_start = time.perf_counter()
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # N slots on few cores: one grader thread each avoids oversubscription
-    sandboxes: list[Sandbox] = []
+    sandbox: Sandbox | None = None
     try:
         with _Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts:
-            sandboxes = _start_sandboxes(min(cfg.jobs, total), limits_for(cfg.assignment), str(dev))
-            engines = _engines(cfg.assignment, sandboxes, dev)
+            sandbox = _start_sandbox(limits_for(cfg.assignment), str(dev))
+            engines = _engines(cfg.assignment, sandbox, dev, 1 if forked else n)
             _freeze_heap()
-            result.isolation = sandboxes[0].isolation
+            result.isolation = sandbox.isolation
             on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=result.isolation,
-                           reused=len(sandboxes)))
+                           reused=n))
             tally = _Tally(cfg, ledger, book, run_id, result, on_event, total)
-            if len(engines) > 1 and dev.type == "cpu" and sys.platform.startswith("linux"):  # fork()-safe there
-                slots.run(engines[0], todo, len(engines), tally, stop, cfg.debug)
+            if forked:
+                slots.run(engines[0], todo, n, tally, stop, cfg.debug)
             else:
-                threads = [threading.Thread(target=_slot, args=(e, jobs, done_q, stop, cfg.debug), daemon=True,
-                                            name=f"grade-slot-{i}") for i, e in enumerate(engines)]
-                for t in threads:
-                    t.start()
-                while any(t.is_alive() for t in threads) or not done_q.empty():
-                    try:
-                        tally.take(*done_q.get(timeout=0.1))
-                    except queue.Empty:
-                        continue
+                _grade_in_threads(engines, todo, tally, stop, cfg.debug)
             result.interrupted = interrupts.requested and tally.done < total
     finally:
         stop.set()
-        _close_all(sandboxes)
+        if sandbox is not None:
+            sandbox.close()
         torch.set_num_threads(saved_threads)
+
+
+def _grade_in_threads(engines: list[Engine], todo: list[tuple[LedgerKey, LoadedSubmission]], tally: "_Tally",
+                      stop: threading.Event, debug: bool) -> None:
+    """One grading thread per engine; results are recorded here, in the calling thread."""
+    jobs: queue.Queue = queue.Queue()
+    for item in todo:
+        jobs.put(item)
+    done_q: queue.Queue = queue.Queue()
+    threads = [threading.Thread(target=_slot, args=(e, jobs, done_q, stop, debug), daemon=True,
+                                name=f"grade-slot-{i}") for i, e in enumerate(engines)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads) or not done_q.empty():
+        try:
+            tally.take(*done_q.get(timeout=0.1))
+        except queue.Empty:
+            continue
 
 
 # --- --cluster: the same recording, tasks on Dask workers (grader/cluster.py) -------------------
@@ -426,28 +434,19 @@ def _record(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, key:
     book.record(run_id, report, reused=False)
 
 
-def _start_sandboxes(n: int, limits: Limits, device: str) -> list[Sandbox]:
-    """One sandbox (one warm zygote) shared by the `n` slots: a Sandbox is thread-safe, spawns are
-    serialised at the zygote (~1 ms each) and a second zygote would cost ~1 s of CPU at start-up and
-    ~300 MB of RSS. Returns it `n` times (one entry per slot)."""
+def _start_sandbox(limits: Limits, device: str) -> Sandbox:
+    """One sandbox (one warm zygote) for every slot: a Sandbox is thread-safe and can be shared
+    with forked slots, spawns are serialised at the zygote (~1 ms each) and a second zygote would
+    cost ~1 s of CPU at start-up and ~300 MB of RSS."""
     try:
-        sb = Sandbox(limits, device=device)
+        return Sandbox(limits, device=device)
     except Exception as e:  # noqa: BLE001
         raise GraderError(f"the sandbox could not start: {e}") from e
-    return [sb] * n
 
 
-def _close_all(sandboxes: list[Sandbox]) -> None:
-    """Close each distinct sandbox (killing the zygote takes a few ms)."""
-    seen: set[int] = set()
-    for sb in sandboxes:
-        if id(sb) not in seen:
-            seen.add(id(sb))
-            sb.close()
-
-
-def _engines(a: Assignment, sandboxes: list[Sandbox], dev: torch.device) -> list[Engine]:
-    engines = [Engine(a, sb, device=dev) for sb in sandboxes]
+def _engines(a: Assignment, sandbox: Sandbox, dev: torch.device, n: int) -> list[Engine]:
+    """`n` engines on `sandbox`, sharing one computation of the reference setups."""
+    engines = [Engine(a, sandbox, device=dev) for _ in range(n)]
     engines[0].prepare()
     for e in engines[1:]:
         e.share_setups_from(engines[0])
@@ -463,21 +462,13 @@ def _freeze_heap() -> None:
 
 
 def _slot(engine: Engine, jobs: queue.Queue, done_q: queue.Queue, stop: threading.Event, debug: bool) -> None:
-    """One grading slot: take submissions until none are left or a stop is requested."""
+    """One grading thread: take submissions until none are left or a stop is requested."""
     while not stop.is_set():
         try:
             key, sub = jobs.get_nowait()
         except queue.Empty:
             return
-        t0 = time.perf_counter()
-        try:
-            report = engine.grade(sub, student_id=key.student_id)
-            done_q.put((key, report, time.perf_counter() - t0, ""))
-        except Exception as e:  # noqa: BLE001 - a grader fault on one submission must not end the batch
-            msg = f"{type(e).__name__}: {e}"
-            if debug:
-                msg += "\n" + traceback.format_exc()
-            done_q.put((key, None, time.perf_counter() - t0, msg))
+        done_q.put((key, *slots.grade_one(engine, key, sub, debug)))
 
 
 def _write_outputs(cfg: BatchConfig, *, found_ids: set[str], result: BatchResult) -> None:

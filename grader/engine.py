@@ -58,6 +58,7 @@ class Engine:
         self.max_restarts = max_restarts
         self.instances = assignment.instances(public_only=public_only)
         self._setups: dict[str, Setup] = {}
+        self._environment: Environment | None = None
 
     # --- reference side (once per batch) ---------------------------------------------------
 
@@ -80,11 +81,17 @@ class Engine:
             self.setup(inst)
 
     def environment(self) -> Environment:
+        """What every report records about the grading environment; fixed once every setup exists."""
+        if self._environment is not None:
+            return self._environment
         dtypes = sorted({str(t.dtype) for s in self._setups.values() for t in s.inputs.values()
                          if isinstance(t, torch.Tensor) and t.is_floating_point()})
-        return Environment(grader_version=__version__, torch_version=torch.__version__,
-                           python_version=platform.python_version(), device=str(self.device),
-                           isolation=self.sandbox.isolation, dtypes=dtypes)
+        env = Environment(grader_version=__version__, torch_version=torch.__version__,
+                          python_version=platform.python_version(), device=str(self.device),
+                          isolation=self.sandbox.isolation, dtypes=dtypes)
+        if all(i.id in self._setups for i in self.instances):
+            self._environment = env
+        return env
 
     # --- one submission ---------------------------------------------------------------------
 

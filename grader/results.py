@@ -236,8 +236,8 @@ def _field_names(t: type) -> tuple[str, ...] | None:
 def to_dict(obj: Any) -> Any:
     """Dataclasses/enums/lists -> plain JSON values (NaN/inf become strings).
 
-    Called for every report twice per submission (ledger and results file share one result), so
-    it dispatches on the exact type first: reports hold thousands of floats (heatmaps)."""
+    Runs once per graded submission (the ledger and the results file share its result) over
+    thousands of floats (heatmaps), so it dispatches on the exact type first."""
     t = type(obj)
     if t is float:
         return obj if math.isfinite(obj) else _clean_float(obj)

@@ -200,6 +200,17 @@ def _fork(engine: Any, todo: list, debug: bool, inherited: list[int]) -> _Slot:
     return _Slot(pid, jobs_w, res_r)
 
 
+def grade_one(engine: Any, key: Any, sub: Any, debug: bool) -> tuple[Any, float, str]:
+    """(report or None, seconds, error) for one submission, in a slot thread or process: a grader
+    fault on one submission is its error message, never the end of the slot."""
+    t0 = time.perf_counter()
+    try:
+        return engine.grade(sub, student_id=key.student_id), time.perf_counter() - t0, ""
+    except Exception as e:  # noqa: BLE001
+        return None, time.perf_counter() - t0, f"{type(e).__name__}: {e}" + (
+            ("\n" + traceback.format_exc()) if debug else "")
+
+
 def _exit_now(signum: int, frame: Any) -> None:
     raise SystemExit(1)  # unwinds through the current grading, then the sandbox clean-up below
 
@@ -215,13 +226,8 @@ def _serve(engine: Any, todo: list, jobs: int, results: int, debug: bool) -> Non
         for line in lines:
             i = int(line)
             key, sub = todo[i]
-            t0 = time.perf_counter()
-            msg: dict[str, Any] = {"i": i}
-            try:
-                msg["report"] = to_dict(engine.grade(sub, student_id=key.student_id))
-            except Exception as e:  # noqa: BLE001 - a grader fault on one submission must not end the slot
-                msg["error"] = f"{type(e).__name__}: {e}" + (("\n" + traceback.format_exc()) if debug else "")
-            msg["seconds"] = time.perf_counter() - t0
+            report, seconds, error = grade_one(engine, key, sub, debug)
+            msg = {"i": i, "report": None if report is None else to_dict(report), "seconds": seconds, "error": error}
             data = (json.dumps(msg, ensure_ascii=False, allow_nan=False) + "\n").encode()
             view = memoryview(data)
             while view:

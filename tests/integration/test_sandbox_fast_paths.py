@@ -13,6 +13,7 @@ import torch
 
 from grader.load import load_submission
 from grader.sandbox import Limits, Sandbox, SandboxError, early
+from procs import process_table, processes_mentioning
 
 LIMITS = Limits(import_timeout_s=10, call_timeout_s=10, submission_timeout_s=60, memory_bytes=512 << 20,
                 max_pids=32)
@@ -174,22 +175,8 @@ def test_every_call_is_seeded_alike(sub):
         assert torch.equal(first, torch.rand(3))
 
 
-def _ppid(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
-def _host_pids_of_sleep() -> set[int]:
-    out = set()
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    if f.read() == b"sleep\x00300\x00":
-                        out.add(int(d))
-            except OSError:
-                pass
-    return out
+def _sleepers() -> set[int]:
+    return set(processes_mentioning("sleep 300"))
 
 
 def test_direct_worker_is_pid_1_forked_by_the_zygote_and_takes_its_tree_with_it(sub):
@@ -198,12 +185,12 @@ def test_direct_worker_is_pid_1_forked_by_the_zygote_and_takes_its_tree_with_it(
     with Sandbox(LIMITS, warm_meta=False) as sb:
         if not sb._direct:
             pytest.skip(f"direct workers need root, namespaces and cgroups (here: {sb.isolation})")
-        before = _host_pids_of_sleep()
+        before = _sleepers()
         w = sb.open(sub)
         assert w.call("pids") == [1, 0]  # PID 1 of its own namespace
-        assert _ppid(w.pid) == sb._zygote.pid  # and the zygote's own child: one fork, not two
+        assert process_table()[w.pid][0] == sb._zygote.pid  # the zygote's own child: one fork, not two
         w.call("spawn_sleeper")  # a grandchild in its own session, trying to outlive the worker
-        sleepers = _host_pids_of_sleep() - before
+        sleepers = _sleepers() - before
         assert len(sleepers) == 1
         w.retire()
         deadline = time.monotonic() + 10
