@@ -114,7 +114,13 @@ def _preflight(actual, expected_shape: torch.Size, dtype: torch.dtype | None):
 
 
 def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
-    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if shape else ()
+    """The index of element `flat` of a C-contiguous tensor of `shape`. Plain arithmetic on purpose:
+    `torch.unravel_index` imports torch.fx's symbolic shapes (and sympy, ~0.6 s) on first use."""
+    idx = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        idx.append(i)
+    return tuple(reversed(idx))
 
 
 def _nonfinite(a: torch.Tensor, e: torch.Tensor, sel: torch.Tensor, allowed) -> Comparison | None:

@@ -224,3 +224,23 @@ def test_quick_path_gives_the_full_paths_verdict(pair, tol):
         assert quick.max_abs_error == pytest.approx(full.max_abs_error, abs=0.0)
     else:
         assert repr(quick) == repr(full)  # failures always take the full path (repr: NaN == NaN)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=0, max_size=4), st.data())
+def test_failure_index_is_torchs_unravel_index(shape, data):
+    size = 1
+    for s in shape:
+        size *= s
+    flat = data.draw(st.integers(0, size - 1))
+    want = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if shape else ()
+    assert compare_module._unravel(flat, torch.Size(shape)) == want
+
+
+def test_failure_index_names_the_cell_that_differs():
+    expected = torch.zeros(2, 3, 4)
+    actual = expected.clone()
+    actual[1, 2, 3] = 7.0
+    assert compare_tensors(actual, expected, atol=1e-5, rtol=0).first_bad_index == (1, 2, 3)
+    actual[1, 2, 3] = float("nan")
+    assert compare_tensors(actual, expected, atol=1e-5, rtol=0).first_bad_index == (1, 2, 3)
