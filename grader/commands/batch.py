@@ -77,8 +77,10 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         from grader.commands.common import prestart_sandbox
 
         prestart_sandbox(device, warm_meta=True)
-    from grader.batch import BatchConfig, run_batch
-    from grader.commands.common import resolve_assignment
+    from grader.commands.common import quiet_gc, resolve_assignment
+
+    with quiet_gc():
+        from grader.batch import BatchConfig, run_batch
 
     if cluster is not None and jobs is not None:
         raise click.UsageError("-j/--jobs and --cluster cannot be combined: the cluster's workers grade in "

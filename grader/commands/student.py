@@ -24,7 +24,7 @@ import click
 
 from grader.cli import ExitCode, main
 from grader.errors import GraderError, OutputNotWritable
-from grader.commands.common import prestart_sandbox
+from grader.commands.common import prestart_sandbox, quiet_gc
 from grader.outdir import writable_dir
 from grader.kit import locate_assignment, read_spec
 
@@ -155,12 +155,13 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
         early = EarlySandbox.start(folder, device)
     graded: Graded | None = None
     try:
-        from grader.assignments import load_assignment
-        from grader.engine import Engine, limits_for
-        from grader.kit import kit_info
-        from grader.load import load_submission
+        with quiet_gc():
+            from grader.assignments import load_assignment
+            from grader.engine import Engine, limits_for
+            from grader.kit import kit_info
+            from grader.load import load_submission
 
-        a = load_assignment(folder)
+            a = load_assignment(folder)
         if early is None:
             import reference
 
