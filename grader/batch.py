@@ -128,6 +128,8 @@ class BatchResult:
     isolation: str = ""
     """The sandbox level the slots ran with (empty when nothing was graded)."""
     elapsed_s: float = 0.0
+    pages_written: set[str] = field(default_factory=set)
+    """Submission ids whose HTML page this run wrote as it graded them (not rendered again at the end)."""
 
 
 def summarize(reports: list[GradeReport]) -> Summary:
@@ -412,6 +414,7 @@ class _Tally:
             self.on_event(Event("error", self.done, self.total, key.student_id, None, seconds, self.failing, error))
             return
         _record(self.cfg, self.ledger, self.book, self.run_id, key, report, data)
+        self.result.pages_written.add(report.submission.id)
         self.result.graded += 1
         self.result.failed_to_load += not report.load.ok
         self.failing += report.score.earned < report.score.possible
@@ -482,7 +485,8 @@ def _write_outputs(cfg: BatchConfig, *, found_ids: set[str], result: BatchResult
         return
     run = RunInfo(assignment=a.id, version=a.version, title=a.title, grader_version=__version__,
                   isolation=", ".join(sorted({r.environment.isolation for r in reports})))
-    written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False)
+    written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False,
+                        pages_current=result.pages_written)
     result.dashboard = written.index
     result.summary = summarize(reports)
     result.earlier = sum(r.submission.id not in found_ids for r in reports)

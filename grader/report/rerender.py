@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,14 +59,20 @@ def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str], 
 
 def write_all(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
               run: RunInfo | Mapping[str, object] | None = None, release_hidden: bool = False,
-              write_results: bool = True) -> Written:
-    """Write the per-student reports, the dashboard and every export (and the JSON, unless told not to)."""
+              write_results: bool = True, pages_current: Collection[str] = ()) -> Written:
+    """Write the per-student reports, the dashboard and every export (and the JSON, unless told not to).
+    `pages_current`: submission ids whose page the caller has just written from the same report with
+    the same `release_hidden` (a batch writes each page as it is graded); those are not rendered again."""
     out = Path(out_dir)
     _check_unique_names(reports)
     info = RunInfo.coerce(run, reports)
     results = [write_result_json(r, out / "results") for r in reports] if write_results else []
-    pages = [write_submission(r, out / f"{report_filename(r.submission.id)}.html", release_hidden=release_hidden)
-             for r in reports]
+    pages = []
+    for r in reports:
+        page = out / f"{report_filename(r.submission.id)}.html"
+        if r.submission.id not in pages_current or not page.is_file():
+            write_submission(r, page, release_hidden=release_hidden)
+        pages.append(page)
     return Written(
         reports=pages,
         index=write_dashboard(reports, out, run=info),

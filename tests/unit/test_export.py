@@ -182,3 +182,14 @@ def test_ids_that_would_share_a_file_are_refused(tmp_path):
     base = fixtures()[3]
     with pytest.raises(GraderError, match="would share the file a_b.html"):
         write_all([_renamed(base, "a/b"), _renamed(base, "a_b")], tmp_path)
+
+
+def test_pages_the_caller_just_wrote_are_not_rendered_again(tmp_path):
+    reports = fixtures()
+    (tmp_path / "ada_zero_fill.html").write_text("written while grading", encoding="utf-8")
+    written = write_all(reports, tmp_path, pages_current={"ada_zero_fill", "ben_after_softmax"})
+    assert (tmp_path / "ada_zero_fill.html").read_text(encoding="utf-8") == "written while grading"
+    # listed but missing (removed since): written after all; not listed: written
+    assert "<html" in (tmp_path / "ben_after_softmax.html").read_text(encoding="utf-8").lower()
+    assert "<html" in (tmp_path / "cy_noisy.html").read_text(encoding="utf-8").lower()
+    assert len(written.reports) == len(reports) and all(p.is_file() for p in written.reports)
