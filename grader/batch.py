@@ -21,6 +21,7 @@ import queue
 import signal
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from grader.outdir import writable_dir
 from grader.report import RunInfo, load_results, write_all, write_result_json, write_submission
 from grader.report.dashboard import report_filename
 from grader.results import GradeReport, to_dict
-from grader.sandbox import Limits, Sandbox
+from grader.sandbox import Limits, Sandbox, SandboxError
 
 LOCK_NAME = ".grader.lock"
 
@@ -309,7 +310,7 @@ def _grade_all(cfg: BatchConfig, dev: torch.device, todo: list[tuple[LedgerKey, 
     try:
         with _Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts:
             sandbox = _start_sandbox(limits_for(cfg.assignment), str(dev))
-            engines = _engines(cfg.assignment, sandbox, dev, 1 if forked else n)
+            engines = _engines(cfg.assignment, sandbox, dev, 1 if forked else n, learn=total >= _LEARN_FROM)
             _freeze_heap()
             result.isolation = sandbox.isolation
             on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=result.isolation,
@@ -447,13 +448,34 @@ def _start_sandbox(limits: Limits, device: str) -> Sandbox:
         raise GraderError(f"the sandbox could not start: {e}") from e
 
 
-def _engines(a: Assignment, sandbox: Sandbox, dev: torch.device, n: int) -> list[Engine]:
-    """`n` engines on `sandbox`, sharing one computation of the reference setups."""
+_LEARN_FROM = 3
+"""Batches of at least this many submissions learn the cases' calls first (it costs about one submission)."""
+
+
+def _engines(a: Assignment, sandbox: Sandbox, dev: torch.device, n: int, *, learn: bool = False) -> list[Engine]:
+    """`n` engines on `sandbox`, sharing one computation of the reference setups and, with `learn`,
+    one call plan learned from the trusted reference."""
     engines = [Engine(a, sandbox, device=dev) for _ in range(n)]
     engines[0].prepare()
+    if learn:
+        _learn_calls(engines[0], a)
     for e in engines[1:]:
         e.share_setups_from(engines[0])
     return engines
+
+
+def _learn_calls(engine: Engine, a: Assignment) -> None:
+    """Grade the trusted reference once, in a worker like any other, to learn the requests each case
+    makes (``Engine.learn_calls``). Where the reference does not implement the assignment's entry
+    points (an instructor's own assignment), nothing is learned and every call is its own round trip."""
+    from grader.validate import reference_submission
+
+    with tempfile.TemporaryDirectory(prefix="grader-plan-") as tmp:
+        try:
+            path = reference_submission(a, Path(tmp))
+            engine.learn_calls(load_submission(path, main_module=a.main_module, cell_tag=a.cell_tag))
+        except (GraderError, SandboxError, OSError):
+            pass
 
 
 def _freeze_heap() -> None:

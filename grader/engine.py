@@ -27,7 +27,8 @@ from grader.results import (
     SubmissionInfo,
 )
 from grader.errors import AssignmentSpecError
-from grader.sandbox import Limits, Sandbox, SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
+from grader.sandbox import (Limits, OffPlan, Sandbox, SandboxError, StudentError, WireError, WorkerCrashed,
+                            WorkerTimeout)
 from grader.scoring import total
 from grader.student import Student
 
@@ -59,6 +60,11 @@ class Engine:
         self.instances = assignment.instances(public_only=public_only)
         self._setups: dict[str, Setup] = {}
         self._environment: Environment | None = None
+        self._plan: dict[str, list[bytes]] = {}
+        """Case instance id -> the request frames the trusted reference made in it (see learn_calls)."""
+        self._plan_stops: dict[str, int] = {}
+        """Case instance id -> how many of its planned requests to send ahead (a submission left the
+        plan there); the rest of it, and the cases after it, are sent once it has run."""
 
     # --- reference side (once per batch) ---------------------------------------------------
 
@@ -74,11 +80,32 @@ class Engine:
         if other.assignment is not self.assignment:
             raise ValueError("engines grade different assignments")
         self._setups = other._setups
+        self._plan = other._plan
+        self._plan_stops = other._plan_stops
 
     def prepare(self) -> None:
         """Compute every case's inputs and reference results now (before forking workers)."""
         for inst in self.instances:
             self.setup(inst)
+
+    def learn_calls(self, solution: LoadedSubmission) -> int:
+        """Grade `solution` (the trusted reference, as a submission) and keep, for each case it passes,
+        the request frames it made. Every later submission's worker is then sent those frames ahead
+        (``Worker.send_ahead``), so that its calls cost one round trip instead of one each. A case
+        needs its inputs only, never the student's answers, to know its calls, as long as the
+        answers are right: requests are matched byte for byte, and any request off the plan makes its
+        own round trip. Returns the number of frames learned (0: the plan is left empty)."""
+        self._plan = {}
+        learned: dict[str, list[bytes]] = {}
+        worker = self.sandbox.open(solution)
+        try:
+            if worker.load.ok:
+                worker.record = []
+                _, worker = self._run_cases(solution, worker, learn=learned)
+        finally:
+            _retire(worker)
+        self._plan.update(learned)
+        return sum(map(len, learned.values()))
 
     def environment(self) -> Environment:
         """What every report records about the grading environment; fixed once every setup exists."""
@@ -117,13 +144,17 @@ class Engine:
             _retire(worker)
         return self._report(info, results, load)
 
-    def _run_cases(self, sub: LoadedSubmission, worker) -> tuple[list[CaseResult], object]:
-        """Run every case; returns the results and the worker alive at the end (for its output)."""
+    def _run_cases(self, sub: LoadedSubmission, worker, learn: dict[str, list[bytes]] | None = None,
+                   ) -> tuple[list[CaseResult], object]:
+        """Run every case; returns the results and the worker alive at the end (for its output).
+        `learn`: record each passed case's request frames into it (the worker's `record` is on)."""
         missing = self._missing_names(worker)
+        sent: dict[int, int] = {}  # instance index -> frames of its plan sent ahead to this worker
+        plan_from: int | None = 0
         results: list[CaseResult] = []
         restarts = 0
         deadline = time.monotonic() + self.sandbox.limits.submission_timeout_s
-        for inst in self.instances:
+        for n, inst in enumerate(self.instances):
             absent = [n for n in inst.case.uses if n in missing]
             if absent:
                 results.append(self._result(inst, Outcome.ERROR, Verdict.fail("signature", missing[absent[0]])))
@@ -136,14 +167,81 @@ class Engine:
                 results.append(self._result(inst, Outcome.TIMEOUT, Verdict.fail(
                     "timeout", "Not run: the whole submission ran past its time limit.")))
                 continue
+            if plan_from is not None and n >= plan_from and not getattr(worker, "queued", 0):
+                plan_from = self._send_plan(worker, n, missing, sent)
             t0 = time.perf_counter()
-            done = self._run_one(inst, worker)
+            made = getattr(worker, "record", None)
+            first = len(made) if made is not None else 0
+            try:
+                done = self._run_one(inst, worker)
+            except OffPlan:  # a request other than the next one sent ahead
+                self._stop_plan_at(inst, len(made) - first)
+                worker = self._leave_plan(sub, worker, made[:first])
+                sent.clear()
+                plan_from = n + 1
+                done = self._run_one(inst, worker)
+            else:
+                if sent.get(n, 0) > len(made or ()) - first:  # it made fewer calls than were sent ahead
+                    self._stop_plan_at(inst, len(made) - first)
+                    worker = self._leave_plan(sub, worker, made)
+                    sent.clear()
+                    plan_from = n + 1
             results.append(self._result(inst, done.outcome, done.verdict, time.perf_counter() - t0))
+            if learn is not None and done.outcome is Outcome.PASSED:
+                learn[inst.id] = worker.record[first:]
             if done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash":
                 _retire(worker)
                 restarts += 1
                 worker = self.sandbox.open(sub)
+                learn = None  # (learning: the reference itself failed; learn nothing more)
+                sent.clear()
+                plan_from = n + 1
         return results, worker
+
+    # --- the call plan: requests sent ahead (see learn_calls) -------------------------------
+
+    def _send_plan(self, worker, start: int, missing: dict[str, str], sent: dict[int, int]) -> int | None:
+        """Send ahead, in one write, the learned requests of the cases from `start` on, up to the
+        first case known to leave its plan (only the calls before that point are sent). Returns the
+        first case not sent (None: all were)."""
+        if not self._plan or not hasattr(worker, "send_ahead"):
+            return None
+        frames: list[bytes] = []
+        after: int | None = None
+        for i in range(start, len(self.instances)):
+            inst = self.instances[i]
+            if any(name in missing for name in inst.case.uses):
+                continue
+            cut = self._plan_stops.get(inst.id, 0 if inst.id not in self._plan else None)
+            planned = self._plan.get(inst.id, [])[:cut]
+            frames += planned
+            sent[i] = len(planned)
+            if cut is not None:
+                after = i + 1
+                break
+        if frames:
+            if worker.record is None:
+                worker.record = []
+            worker.send_ahead(frames)
+        return after
+
+    def _stop_plan_at(self, inst: CaseInstance, calls: int) -> None:
+        """This case left its plan after `calls` requests: from now on only those are sent ahead."""
+        self._plan_stops[inst.id] = min(calls, self._plan_stops.get(inst.id, calls))
+
+    def _leave_plan(self, sub: LoadedSubmission, worker, made: list[bytes]):
+        """The worker has run calls sent ahead that the cases did not make, which a straight run
+        would not have. A fresh worker makes again exactly the requests made so far (in one write)
+        and grading goes on with it, so every result is the one a straight run gives."""
+        _retire(worker)
+        fresh = self.sandbox.open(sub)
+        if fresh.load.ok and made:
+            try:
+                fresh.replay(made, self.sandbox.limits.call_timeout_s)
+            except SandboxError:
+                pass  # it died: the case about to run reports how
+        fresh.record = list(made)
+        return fresh
 
     def _run_one(self, inst: CaseInstance, worker) -> _Outcome:
         try:

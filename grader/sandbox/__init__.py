@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from grader.sandbox.errors import (
+    OffPlan,
     SandboxError,
     StudentError,
     WireError,
@@ -33,6 +34,7 @@ __all__ = [
     "Limits",
     "LoadReport",
     "NameInfo",
+    "OffPlan",
     "Opaque",
     "Sandbox",
     "SandboxError",

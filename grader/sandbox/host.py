@@ -8,6 +8,7 @@ killed with SIGKILL together with everything it started.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import itertools
 import json
@@ -24,11 +25,11 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from grader.results import CellError
 from grader.sandbox import early, jail
-from grader.sandbox.errors import SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
+from grader.sandbox.errors import OffPlan, SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
 from grader.sandbox.wire import (MAX_HEADER_BYTES, PREFIX, Handle, check_prefix, decode_frame,
                                  encode_frame)
 
@@ -443,6 +444,11 @@ class Worker:
         self._deadline = time.monotonic() + self.limits.start_timeout_s
         self._token = f"{os.getpid()}-{id(self)}"
         self.pid: int | None = None
+        self._out = bytearray()  # request bytes not yet written to the channel
+        self._in = bytearray()  # reply bytes read but not yet split into frames
+        self._sent: collections.deque[bytes] = collections.deque()  # requests whose replies are not yet read
+        self.record: list[bytes] | None = None
+        """When a list: every request frame sent is appended to it (to learn a call plan)."""
 
     # -- start and load --
     def _start(self) -> None:
@@ -614,20 +620,72 @@ class Worker:
             raise StudentError(_s(err.get("type"))[:200], _s(err.get("message")), _s(err.get("traceback")))
         return reply
 
+    def send_ahead(self, frames: Iterable[bytes]) -> None:
+        """Queue request frames before the calls that will make them (a call plan): the worker runs
+        them in order, back to back, and their replies wait here. The next request must then be the
+        first queued frame, byte for byte, and takes its reply without a round trip; any other
+        request raises `OffPlan` before anything is sent (the worker has already run queued calls
+        that a straight run would not have made, so the caller starts a fresh worker)."""
+        if self._closed or self._dead is not None:
+            return
+        for frame in frames:
+            self._out += frame
+            self._sent.append(frame)
+
+    @property
+    def queued(self) -> int:
+        """Frames sent ahead and not yet taken by a request."""
+        return len(self._sent)
+
+    def replay(self, frames: list[bytes], timeout: float) -> None:
+        """Run these requests again, in one write, and drop their replies: brings a fresh worker to
+        the state another one reached by making them."""
+        self.send_ahead(frames)
+        while self._sent:
+            self._next_frame(timeout, "repeating earlier calls")
+            self._sent.popleft()
+
     def _request(self, msg: dict | None, timeout: float, phase: str) -> dict:
-        """Send `msg` (None: just wait for the hello) and wait for one reply frame."""
+        """Send `msg` (None: just wait for the hello) and return its reply."""
         if self._closed:
             raise SandboxError("the worker is closed")
         if self._dead is not None:
             raise self._dead
-        out = bytearray(encode_frame(msg, on_object=_refuse) if msg is not None else b"")
+        if msg is None:
+            return self._decode(self._next_frame(timeout, phase), phase)
+        frame = encode_frame(msg, on_object=_refuse, handle_types=False)
+        if not self._sent:
+            self._out += frame
+            self._sent.append(frame)
+        elif self._sent[0] != frame:
+            raise OffPlan(phase)
+        if self.record is not None:
+            self.record.append(frame)
+        reply = self._next_frame(timeout, phase)
+        self._sent.popleft()
+        return self._decode(reply, phase)
+
+    def _next_frame(self, timeout: float, phase: str) -> bytes:
+        """The next reply frame (prefix included), writing queued requests while waiting for it."""
         now = time.monotonic()
         limit_at = now + timeout
         deadline = min(limit_at, self._deadline)
-        buf = bytearray()
-        need: tuple[int, int] | None = None
         next_poll = now + 0.1
+        need: tuple[int, int] | None = None
         while True:
+            if need is None and len(self._in) >= PREFIX.size:
+                try:
+                    need = check_prefix(bytes(self._in[:PREFIX.size]), max_header=MAX_HEADER_BYTES,
+                                        max_payload=self.limits.max_result_bytes)
+                except WireError as e:
+                    self._die(WireError(f"invalid reply while {phase}: {e}"), "protocol")
+            if need is not None and len(self._in) >= PREFIX.size + need[0] + need[1]:
+                size = PREFIX.size + need[0] + need[1]
+                frame = bytes(self._in[:size])
+                del self._in[:size]
+                if self._in and len(self._sent) <= 1:  # no other request is owed a reply
+                    self._die(WireError(f"unexpected extra bytes while {phase}"), "protocol")
+                return frame
             now = time.monotonic()
             if now >= deadline:
                 seconds = timeout if limit_at <= self._deadline else self.limits.submission_timeout_s
@@ -638,6 +696,7 @@ class Worker:
                 if _tree_rss(self._sup) > self.limits.memory_bytes:
                     self._die(WorkerCrashed("memory", _memory_message(self.limits, phase)), "memory")
             rl = [self._ch] + [fd for fd in self._fds.values() if fd >= 0]
+            out = self._out
             r, w, _ = select.select(rl, [self._ch] if out else [], [], min(0.1, max(0.0, deadline - now)))
             for fd in r:
                 if fd is not self._ch:
@@ -659,23 +718,13 @@ class Worker:
                     chunk = b""
                 if not chunk:
                     self._crashed(phase)
-                buf += chunk
-                if need is None and len(buf) >= PREFIX.size:
-                    try:
-                        need = check_prefix(bytes(buf[:PREFIX.size]), max_header=MAX_HEADER_BYTES,
-                                            max_payload=self.limits.max_result_bytes)
-                    except WireError as e:
-                        self._die(WireError(f"invalid reply while {phase}: {e}"), "protocol")
-                if need is not None and len(buf) >= PREFIX.size + need[0] + need[1]:
-                    if len(buf) > PREFIX.size + need[0] + need[1]:
-                        self._die(WireError(f"unexpected extra bytes while {phase}"),
-                                  "protocol")
-                    return self._decode(buf, need, phase)
+                self._in += chunk
 
-    def _decode(self, buf: bytearray, need: tuple[int, int], phase: str) -> dict:
+    def _decode(self, frame: bytes, phase: str) -> dict:
+        hlen, _ = PREFIX.unpack_from(frame)
         h0 = PREFIX.size
-        header = bytes(buf[h0:h0 + need[0]])
-        payload = memoryview(buf)[h0 + need[0]:]
+        header = frame[h0:h0 + hlen]
+        payload = memoryview(frame)[h0 + hlen:]
         try:
             reply = decode_frame(header, payload, on_handle=lambda i, t: Handle(i, t, self._token),
                                  device_map=_device_map)

@@ -78,10 +78,11 @@ class Encoder:
     by default it is an Opaque.
     """
 
-    def __init__(self, on_object: Callable[[Any], Any] | None = None):
+    def __init__(self, on_object: Callable[[Any], Any] | None = None, handle_types: bool = True):
         self.tensors: list[dict] = []
         self.chunks: list[bytes] = []
         self.on_object = on_object
+        self.handle_types = handle_types
         self._items = 0
 
     def encode(self, value: Any, depth: int = 0) -> Any:
@@ -106,7 +107,7 @@ class Encoder:
         if t is dict and all(type(k) is str for k in value):
             return {"$d": {k: self.encode(v, depth + 1) for k, v in value.items()}}
         if t is Handle:
-            return {"$h": value.id, "type": value.type_name}
+            return {"$h": value.id, "type": value.type_name if self.handle_types else ""}
         if t is Opaque:
             return {"$o": value.type_name}
         if self.on_object is not None:
@@ -151,9 +152,12 @@ def _type_name(value: Any) -> str:
     return f"{mod}.{name}" if mod and mod != "builtins" else name
 
 
-def encode_frame(message: dict, on_object: Callable[[Any], Any] | None = None) -> bytes:
-    """Serialise one message (a str-keyed dict of wire values) into a frame."""
-    enc = Encoder(on_object)
+def encode_frame(message: dict, on_object: Callable[[Any], Any] | None = None, *,
+                 handle_types: bool = True) -> bytes:
+    """Serialise one message (a str-keyed dict of wire values) into a frame. ``handle_types=False``
+    sends handles by id alone (the worker knows its objects; the grader's requests then do not
+    depend on what the student named their classes)."""
+    enc = Encoder(on_object, handle_types)
     body = {k: enc.encode(v) for k, v in message.items()}
     header = json.dumps({"msg": body, "tensors": enc.tensors}, allow_nan=False,
                         separators=(",", ":")).encode()

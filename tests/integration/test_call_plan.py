@@ -1,0 +1,160 @@
+"""Requests sent ahead (the call plan learned from the trusted reference) never change a grade.
+
+A batch learns, from the reference graded in a real worker, the requests each case makes, and
+sends them to every later worker in one write (``Engine.learn_calls``, ``Worker.send_ahead``).
+Whatever a submission does, its report must be the one a straight run (one round trip per call)
+gives: same outcomes, same messages, same evidence, same captured output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from grader.assignments import load_assignment
+from grader.batch import _learn_calls
+from grader.engine import Engine, limits_for
+from grader.load import load_submission
+from grader.results import Outcome, to_dict
+from grader.sandbox import OffPlan, Sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+MASKED = ROOT / "submissions/masked-attention"
+CORRECT = (MASKED / "correct/reference_style.py").read_text()
+
+# Right everywhere except rows with no visible key (NaN there, so `fully_masked_rows` fails its
+# forward check and never asks for gradients), and wrong for good once it has been called with
+# inputs that require grad. A straight run never makes that gradient call; a worker that ran the
+# planned calls regardless would have, and every case after it would fail.
+HISTORY_DEPENDENT = CORRECT.replace('''    scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    # A row with no visible key is softmax(all -inf) = NaN: replace it by zeros.
+    has_key = mask.any(dim=-1, keepdim=True)
+    weights = torch.where(has_key, weights, torch.zeros((), dtype=weights.dtype, device=weights.device))
+    return torch.matmul(weights, v), weights''', '''    global _poisoned
+    _poisoned = _poisoned or q.requires_grad
+    scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if _poisoned:
+        weights = weights * 0.5
+    return torch.matmul(weights, v), weights''') + "\n_poisoned = False\n"
+
+# Hangs on its half-precision calls only: those cases time out, the others pass.
+HANGS_ON_FP16 = CORRECT.replace('''    scale = 1.0 / math.sqrt(q.shape[-1])''', '''    if q.dtype == torch.float16:
+        while True:
+            pass
+    scale = 1.0 / math.sqrt(q.shape[-1])''')
+
+# Prints on every call, and exits the process on its bfloat16 call.
+PRINTS_AND_EXITS = CORRECT.replace('''    scale = 1.0 / math.sqrt(q.shape[-1])''', '''    print("called with", tuple(q.shape), q.dtype)
+    if q.dtype == torch.bfloat16:
+        import os
+        os._exit(3)
+    scale = 1.0 / math.sqrt(q.shape[-1])''')
+
+
+def _comparable(report) -> dict:
+    d = to_dict(report)
+    d.pop("graded_at")
+    for c in d["cases"]:
+        c.pop("duration_s")
+    return d
+
+
+@pytest.fixture(scope="module", params=["masked-attention", "mha-kv-cache"])
+def engines(request):
+    """(straight engine, engine with a learned plan) on one sandbox."""
+    a = load_assignment(request.param)
+    limits = dataclasses.replace(limits_for(a), call_timeout_s=2.0)
+    with Sandbox(limits) as sb:
+        straight = Engine(a, sb)
+        straight.prepare()
+        planned = Engine(a, sb)
+        planned.share_setups_from(straight)
+        _learn_calls(planned, a)
+        yield straight, planned
+
+
+def _samples(assignment_id: str) -> list[Path]:
+    folder = ROOT / "submissions" / assignment_id
+    return sorted(p for p in folder.glob("*/*") if p.suffix in (".py", ".ipynb"))
+
+
+def test_the_plan_is_learned_from_the_reference(engines):
+    straight, planned = engines
+    assert not straight._plan
+    assert set(planned._plan) == {i.id for i in planned.instances}  # the reference passes every case
+    assert all(planned._plan.values())
+
+
+def test_every_sample_gets_the_straight_runs_report(engines):
+    straight, planned = engines
+    samples = _samples(straight.assignment.id)
+    assert len(samples) >= 5
+    for path in samples:
+        assert _comparable(planned.grade_path(path)) == _comparable(straight.grade_path(path)), path.name
+
+
+def test_correct_samples_stay_on_the_plan(engines):
+    straight, planned = engines
+    planned._plan_stops.clear()
+    for path in sorted((ROOT / "submissions" / straight.assignment.id / "correct").glob("*")):
+        report = planned.grade_path(path)
+        assert report.score.earned == report.score.possible, path.name
+    assert planned._plan_stops == {}
+
+
+@pytest.mark.parametrize("source", [HISTORY_DEPENDENT, HANGS_ON_FP16, PRINTS_AND_EXITS],
+                         ids=["history-dependent", "hangs-on-fp16", "prints-and-exits"])
+def test_submissions_that_leave_the_plan_get_the_straight_runs_report(engines, tmp_path, source):
+    straight, planned = engines
+    if straight.assignment.id != "masked-attention":
+        pytest.skip("these are masked-attention submissions")
+    path = tmp_path / "attention.py"
+    path.write_text(source)
+    want = straight.grade_path(path)
+    planned._plan_stops.clear()  # as for the first submission of a batch to leave the plan here
+    got = planned.grade_path(path)
+    assert _comparable(got) == _comparable(want)
+    failed = {c.id for c in got.cases if c.outcome is not Outcome.PASSED}
+    if source is HISTORY_DEPENDENT:
+        assert failed == {"fully_masked_rows", "fp16_fully_masked"}
+    elif source is HANGS_ON_FP16:
+        assert {c.outcome for c in got.cases if c.id in failed} == {Outcome.TIMEOUT}
+        assert failed == {"fp16_pad_causal", "fp16_fully_masked", "large_logits[fp16]"}
+    else:
+        assert got.load.stdout.count("called with") == want.load.stdout.count("called with") > 5
+
+
+def test_a_request_off_the_plan_is_refused_before_it_is_sent(tmp_path):
+    """The worker-level contract: the next request must be the next frame sent ahead."""
+    path = tmp_path / "counter.py"
+    path.write_text("calls = []\n\ndef f(x):\n    calls.append(x)\n    return list(calls)\n")
+    sub = load_submission(path)
+    with Sandbox() as sb:
+        first = sb.open(sub)
+        first.record = []
+        assert [first.call("f", i) for i in (1, 2, 3)] == [[1], [1, 2], [1, 2, 3]]
+        frames = first.record
+        first.close()
+
+        w = sb.open(sub)
+        w.send_ahead(frames)
+        assert w.queued == 3
+        assert w.call("f", 1) == [1]
+        with pytest.raises(OffPlan):
+            w.call("f", 7)
+        assert w.queued == 2
+        assert w.call("f", 2) == [1, 2]  # the refused request was never sent
+        assert w.call("f", 3) == [1, 2, 3] and w.queued == 0
+        assert w.call("f", 4) == [1, 2, 3, 4]  # nothing queued: a plain round trip
+        w.close()
+
+        fresh = sb.open(sub)
+        fresh.replay(frames[:2], timeout=5.0)
+        assert fresh.queued == 0
+        assert fresh.call("f", 9) == [1, 2, 9]
+        fresh.close()
