@@ -230,6 +230,11 @@ def serve(cfg: dict, applied: list[str]) -> None:
     Server(cfg).run({"op": "hello", "applied": applied, "pid": os.getpid()})
 
 
+SEED_QUEUED = False
+"""Set by the zygote once it has called torch.manual_seed(0) (which queues the seed for devices
+not yet initialised): its forks inherit the queued seed and re-seed only the CPU generator."""
+
+
 class Server:
     def __init__(self, cfg: dict):
         self.scratch = os.path.realpath(cfg["scratch"])
@@ -240,7 +245,7 @@ class Server:
         self.ns = self.module.__dict__
         self.objects: dict[int, Any] = {}
         self.ids: dict[int, int] = {}
-        self._seed_queued = False
+        self._seed_queued = SEED_QUEUED
 
     # -- loop --
     def run(self, hello: dict) -> None:

@@ -82,6 +82,11 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
         _warm_meta()
     from grader.sandbox import jail, worker
 
+    # The first torch.manual_seed() of a process queues the seed for every device not yet
+    # initialised, formatting a stack trace each time (~800 page faults in a fresh fork); done once
+    # here, every worker inherits the queued seed (see Server._prepare).
+    torch.manual_seed(0)
+    worker.SEED_QUEUED = worker._accelerators_idle(torch)
     if sys.platform.startswith("linux"):
         jail.prctl(jail.PR_SET_CHILD_SUBREAPER, 1)
     # Everything imported so far lives as long as the zygote and its forks: move it out of the
