@@ -44,6 +44,17 @@ def test_nan_payload_and_non_contiguous_tensors():
     assert back.is_contiguous() and torch.equal(back[1:], t[1:]) and math.isnan(back[0, 0])
 
 
+@pytest.mark.parametrize("name", sorted(DTYPES))
+def test_views_of_every_dtype_travel_as_their_values(name):
+    base = (torch.arange(24).reshape(2, 3, 4) % 5).to(DTYPES[name])
+    views = [base.transpose(0, 2), base[:, 1:, ::2], base[1:2].expand(3, 3, 4), base.flatten()[5:]]
+    if base.is_floating_point():
+        views.append(base.clone().requires_grad_(True) * 1)
+    for v in views:
+        back = roundtrip({"v": v})["v"]
+        assert back.is_contiguous() and back.shape == v.shape and torch.equal(back, v.detach())
+
+
 def test_scalar_and_empty_tensors():
     msg = roundtrip({"s": torch.tensor(2.5), "e": torch.empty(0, 3, dtype=torch.int64)})
     assert msg["s"].shape == () and msg["s"].item() == 2.5
