@@ -1,6 +1,6 @@
 """Benchmark `grader grade` against the floor, a cold `python` per file, nbgrader and otter-grader.
 
-    python bench/run.py --quick            # < 10 min on 2 cores: 200 submissions in 2 batches of 100, peers on 12 / 20 notebooks
+    python bench/run.py --quick            # < 10 min on 2 cores: the 200-submission batch graded twice, peers on 12 / 20 notebooks
     python bench/run.py                    # the same, with peers on 40 / 20 notebooks
     python bench/run.py --no-peers         # ours, the floor and the cold baseline only
     python bench/run.py --scale 1000       # 1,000 .py submissions in one run: RSS over time, output usable
@@ -289,7 +289,7 @@ def expected_right(manifest: dict, name: str, percent: float | None) -> bool:
 
 def main_compare(args) -> dict:
     n = args.n or 200
-    rounds = args.rounds or 2  # 100 per `grader grade`: an evening's batch, not a handful
+    rounds = args.rounds or 2  # each round grades the whole batch with one `grader grade`
     n_nbg = args.nbgrader_n or (20 if args.quick else 40)
     n_ott = args.otter_n or (12 if args.quick else 20)
     n_cold = args.cold_n or (12 if args.quick else 30)
@@ -320,8 +320,8 @@ def main_compare(args) -> dict:
     def chunks(xs, k):
         return [xs[i::k] for i in range(k)]
 
-    # each round grades its share of the batch (ours), of the .py files (cold) and of the notebooks (peers)
-    our_chunks = chunks(files, rounds)
+    # each round grades the whole batch (ours: one `grader grade`, as an instructor would) and its
+    # share of the .py files (cold) and of the notebooks (peers)
     cold_chunks = chunks(pys[:n_cold], rounds)
     nbg_chunks = chunks(nbs[:n_nbg], rounds)
     ott_chunks = chunks(nbs[:n_ott], rounds)
@@ -333,12 +333,8 @@ def main_compare(args) -> dict:
     res: dict[str, list[dict]] = {"ours": [], "cold": [], "nbgrader": [], "otter": []}
     for r in range(rounds):
         print(f"round {r + 1}/{rounds}", flush=True)
-        d = work / f"ours-r{r}"
-        d.mkdir()
-        for f in our_chunks[r]:
-            shutil.copy2(f, d / f.name)
-        o = ours(d, work / f"ours-out-r{r}", jobs=args.jobs)
-        o["files"] = [f.name for f in our_chunks[r]]
+        o = ours(batch, work / f"ours-out-r{r}", jobs=args.jobs)
+        o["files"] = [f.name for f in files]
         res["ours"].append(o)
         print(f"  ours      {o['n']:4d} in {o['wall_s']:6.1f} s", flush=True)
         c = cold(cold_chunks[r])
@@ -378,7 +374,8 @@ def main_compare(args) -> dict:
 
     table = {k: agg(k) for k in res}
     # correctness: ours against the manifest (correct = 100 %); peers against the 8 checks run in-process
-    ours_right = sum(expected_right(manifest, f, _our_percent(work, f)) for o in res["ours"] for f in o["files"])
+    ours_right = sum(expected_right(manifest, f, _our_percent(work / f"ours-out-r{r}", f))
+                     for r, o in enumerate(res["ours"]) for f in o["files"])
     table["ours"]["right"] = f"{ours_right}/{table['ours']['n']}"
     for name in ("cold", "nbgrader", "otter"):
         if table[name]:
@@ -399,14 +396,15 @@ def main_compare(args) -> dict:
     return report
 
 
-def _our_percent(work: Path, filename: str) -> float | None:
-    """Our percent for one file, from its round's results/<id>.json."""
+def _our_percent(out_dir: Path, filename: str) -> float | None:
+    """Our percent for one file, from a round's results/<id>.json."""
     from grader.load import student_id
 
-    for p in work.glob(f"ours-out-r*/results/{student_id(filename)}.json"):
-        s = json.loads(p.read_text())["score"]
-        return 100.0 * s["earned"] / s["possible"] if s.get("possible") else None
-    return None
+    p = out_dir / "results" / f"{student_id(filename)}.json"
+    if not p.is_file():
+        return None
+    s = json.loads(p.read_text())["score"]
+    return 100.0 * s["earned"] / s["possible"] if s.get("possible") else None
 
 
 def render(rep: dict) -> str:
@@ -429,7 +427,9 @@ def render(rep: dict) -> str:
             continue
         pss = f" / {r['peak_pss'] / 2**20:.0f}" if r.get("peak_pss", -1) > 0 else ""
         ratio = "1" if k == "ours" else f"{ours['throughput'] / r['throughput']:.0f}"
-        lines.append(f"| {names[k]} | {r['n']} | {r['wall_s']:.1f} | {r['median_s']:.3f} / {r['p95_s']:.3f} | "
+        rounds = len(rep["raw"][k])
+        count = f"{rounds} × {r['n'] // rounds}" if k == "ours" and rounds > 1 else f"{r['n']}"
+        lines.append(f"| {names[k]} | {count} | {r['wall_s']:.1f} | {r['median_s']:.3f} / {r['p95_s']:.3f} | "
                      f"{r['throughput']:.2f} | {ratio} | "
                      f"{r['peak_rss'] / 2**20:.0f}{pss} | {r.get('right', '')} |")
     if ours.get("steady_throughput"):
@@ -509,7 +509,7 @@ def main_scale(args) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="under 10 minutes on 2 cores")
-    ap.add_argument("-n", type=int, default=None, help="submissions for ours, split over the rounds [200]")
+    ap.add_argument("-n", type=int, default=None, help="submissions in the batch; each round grades all of them [200]")
     ap.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
                     help="install and run nbgrader and otter-grader")
     ap.add_argument("--rounds", type=int, default=None)
@@ -521,6 +521,9 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=None, metavar="N", help="the scale check on N .py submissions")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
+    # Byte-compile the grader as `pip install` does (this checkout may run with PYTHONDONTWRITEBYTECODE).
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "grader"), str(REPO / "reference"),
+                    str(REPO / "assignments")], stdout=subprocess.DEVNULL, check=False)
     if args.scale:
         main_scale(args)
     else:
