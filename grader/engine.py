@@ -126,11 +126,25 @@ class Engine:
         sub = load_submission(path, main_module=self.assignment.main_module, cell_tag=self.assignment.cell_tag)
         return self.grade(sub, student_id=student_id)
 
-    def grade(self, sub: LoadedSubmission, *, student_id: str | None = None) -> GradeReport:
+    def start_worker(self, sub: LoadedSubmission):
+        """A worker for `sub`, forked and loading now (``Sandbox.start``), to pass to ``grade`` later:
+        it boots while another submission is graded. None when none is needed or none can start."""
+        start = getattr(self.sandbox, "start", None)
+        if start is None or sub.error:
+            return None
+        try:
+            return start(sub, describe=[ep.name for ep in self.assignment.entry_points])
+        except SandboxError:
+            return None  # grade() starts one the usual way, and reports what goes wrong
+
+    def grade(self, sub: LoadedSubmission, *, student_id: str | None = None, worker=None) -> GradeReport:
+        """`worker`: from ``start_worker(sub)``; otherwise one is started here."""
         info = SubmissionInfo(id=student_id or sub.id, sha256=sub.sha256, filename=Path(sub.path).name, kind=sub.kind)
         if sub.error:
+            if worker is not None:
+                _retire(worker)
             return self.report_without_results(info, "load-error", sub.error)
-        worker = self.sandbox.open(sub)
+        worker = self.sandbox.open(sub) if worker is None else self.sandbox.open(sub, started=worker)
         try:
             if not worker.load.ok:
                 concept = "timeout" if "time" in worker.load.message.lower() else "load-error"

@@ -20,6 +20,7 @@ macOS forking a process that loaded torch's system frameworks is not safe either
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import select
@@ -31,6 +32,9 @@ from typing import Any
 
 from grader.results import report_from_dict, to_dict
 
+_AHEAD = 3
+"""Submissions handed to a slot at a time: the one it grades, the next (whose worker it starts
+early) and one more, so that the next is there before the result that asks for it is read here."""
 
 
 def run(engine: Any, todo: list, n: int, tally: Any, stop: threading.Event, debug: bool) -> None:
@@ -41,16 +45,19 @@ def run(engine: Any, todo: list, n: int, tally: Any, stop: threading.Event, debu
     procs: list[_Slot] = []
     for _ in range(n):
         procs.append(_fork(engine, todo, debug, inherited=[fd for p in procs for fd in (p.jobs, p.results)]))
-    next_job = 0
+    left = list(range(len(todo)))[::-1]  # to hand out, next last; a dead slot's unstarted ones go back
+
+    def hand(p: _Slot) -> None:
+        while left and not stop.is_set() and not p.dead and len(p.pending) < _AHEAD:
+            p.send(left.pop())
+
     try:
         for p in procs:
-            if next_job < len(todo):
-                p.send(next_job)
-                next_job += 1
+            hand(p)
         while any(p.busy for p in procs):
             if stop.is_set():
                 for p in procs:
-                    p.close_jobs()
+                    p.stop()
             ready, _, _ = select.select([p.results for p in procs if p.busy], [], [], 0.1)
             for p in procs:
                 if p.results not in ready:
@@ -58,22 +65,26 @@ def run(engine: Any, todo: list, n: int, tally: Any, stop: threading.Event, debu
                 for msg in p.read():
                     i = msg["i"]
                     p.pending.discard(i)
-                    # The next one first: the slot grades it while this result is recorded here.
-                    if next_job < len(todo) and not stop.is_set():
-                        p.send(next_job)
-                        next_job += 1
+                    if msg.get("skipped"):  # handed out, not started before a stop
+                        continue
+                    # The next one first: the slot starts it while this result is recorded here.
+                    hand(p)
                     data = msg.get("report")
                     report = report_from_dict(data) if data is not None else None
                     tally.take(todo[i][0], report, float(msg.get("seconds", 0.0)), str(msg.get("error", "")), data)
-                if p.dead:
-                    for i in sorted(p.pending):
-                        tally.take(todo[i][0], None, 0.0, "the grading process for this submission died "
-                                   f"({p.exit_reason()}); it was not recorded and the next run grades it again")
+                if p.dead and p.pending:
+                    # A slot grades its submissions in the order handed out: the first was running.
+                    running, *unstarted = sorted(p.pending)
+                    tally.take(todo[running][0], None, 0.0, "the grading process for this submission died "
+                               f"({p.exit_reason()}); it was not recorded and the next run grades it again")
                     p.pending.clear()
+                    left.extend(reversed(unstarted))
+                    for other in procs:
+                        hand(other)
         # The slots still alive took over what dead ones would have graded; this is left only
         # when every slot process died.
-        if next_job < len(todo) and not stop.is_set():
-            for i in range(next_job, len(todo)):
+        if left and not stop.is_set():
+            for i in sorted(left):
                 tally.take(todo[i][0], None, 0.0, "no grading process was left to grade it; the next run will")
     except BaseException:  # a second Ctrl-C, or an operator error while recording: stop them now
         for p in procs:
@@ -126,6 +137,15 @@ class _Slot:
         if self.jobs >= 0:
             os.close(self.jobs)
             self.jobs = -1
+
+    def stop(self) -> None:
+        """Finish the submission being graded, start none of those handed out after it."""
+        if self.jobs >= 0 and not self.dead:
+            try:
+                os.write(self.jobs, b"stop\n")
+            except OSError:
+                pass
+        self.close_jobs()
 
     def exit_reason(self) -> str:
         self._wait(0.5)
@@ -200,15 +220,25 @@ def _fork(engine: Any, todo: list, debug: bool, inherited: list[int]) -> _Slot:
     return _Slot(pid, jobs_w, res_r)
 
 
-def grade_one(engine: Any, key: Any, sub: Any, debug: bool) -> tuple[Any, float, str]:
+def grade_one(engine: Any, key: Any, sub: Any, debug: bool, worker: Any = None) -> tuple[Any, float, str]:
     """(report or None, seconds, error) for one submission, in a slot thread or process: a grader
-    fault on one submission is its error message, never the end of the slot."""
+    fault on one submission is its error message, never the end of the slot. `worker`: one
+    ``engine.start_worker(sub)`` started for it."""
     t0 = time.perf_counter()
     try:
-        return engine.grade(sub, student_id=key.student_id), time.perf_counter() - t0, ""
+        extra = {"worker": worker} if worker is not None else {}
+        return engine.grade(sub, student_id=key.student_id, **extra), time.perf_counter() - t0, ""
     except Exception as e:  # noqa: BLE001
         return None, time.perf_counter() - t0, f"{type(e).__name__}: {e}" + (
             ("\n" + traceback.format_exc()) if debug else "")
+
+
+def _start_worker(engine: Any, sub: Any) -> Any:
+    """The next submission's worker, started now; None (it starts when graded) if that fails."""
+    try:
+        return engine.start_worker(sub)
+    except Exception:  # noqa: BLE001 - grading it later reports whatever is wrong
+        return None
 
 
 def _exit_now(signum: int, frame: Any) -> None:
@@ -216,19 +246,47 @@ def _exit_now(signum: int, frame: Any) -> None:
 
 
 def _serve(engine: Any, todo: list, jobs: int, results: int, debug: bool) -> None:
+    """Grade the submissions handed out, in order. While one is graded, the next one's worker is
+    already forked and loading (``Engine.start_worker``): its start-up overlaps this grading."""
+    queue: collections.deque[int] = collections.deque()
     buf = b""
-    while True:
-        chunk = os.read(jobs, 4096)
-        if not chunk:
-            return
-        buf += chunk
-        *lines, buf = buf.split(b"\n")
-        for line in lines:
-            i = int(line)
+    eof = stopping = False
+    ahead: tuple[int, Any] | None = None  # (submission, its worker started early)
+
+    def send(msg: dict) -> None:
+        data = (json.dumps(msg, ensure_ascii=False, allow_nan=False) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(results, view):]
+
+    try:
+        while True:
+            if not eof and (not queue or select.select([jobs], [], [], 0)[0]):
+                chunk = os.read(jobs, 4096)
+                eof = not chunk
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    if line == b"stop":
+                        stopping = True
+                    elif line:
+                        queue.append(int(line))
+            if stopping:
+                for i in queue:
+                    send({"i": i, "skipped": True})
+                return
+            if not queue:
+                if eof:
+                    return
+                continue
+            i = queue.popleft()
+            worker = ahead[1] if ahead is not None and ahead[0] == i else None
+            ahead = None
+            if queue:
+                ahead = (queue[0], _start_worker(engine, todo[queue[0]][1]))
             key, sub = todo[i]
-            report, seconds, error = grade_one(engine, key, sub, debug)
-            msg = {"i": i, "report": None if report is None else to_dict(report), "seconds": seconds, "error": error}
-            data = (json.dumps(msg, ensure_ascii=False, allow_nan=False) + "\n").encode()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(results, view):]
+            report, seconds, error = grade_one(engine, key, sub, debug, worker)
+            send({"i": i, "report": None if report is None else to_dict(report), "seconds": seconds, "error": error})
+    finally:
+        if ahead is not None and ahead[1] is not None:
+            ahead[1].close()

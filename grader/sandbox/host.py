@@ -246,18 +246,38 @@ class Sandbox:
         return self._zygote is not None
 
     # -- workers --
-    def open(self, sub) -> "Worker":
-        """Start a worker for `sub` and run its code units. Never raises for the student's faults."""
+    def open(self, sub, *, started: "Worker | None" = None) -> "Worker":
+        """Start a worker for `sub` and run its code units. Never raises for the student's faults.
+        `started`: the worker `start(sub)` returned for this submission earlier."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
-        w = self._spawn(main=_main_name(sub), files=dict(getattr(sub, "files", {}) or {}))
+        if started is None:
+            w = self._spawn(main=_main_name(sub), files=dict(getattr(sub, "files", {}) or {}))
+        else:
+            w = started
+            w._start()
         if getattr(sub, "error", None):
             w.load = LoadReport(ok=False, message=sub.error)
         else:
             w.load = w._run_units(list(sub.units))
         return w
 
-    def _spawn(self, *, main: str = "submission.py", files: dict[str, bytes] | None = None) -> "Worker":
+    def start(self, sub, describe: list[str] = ()) -> "Worker":
+        """Fork a worker for `sub` now and send it, ahead, the request to load the submission (and
+        to describe `describe`), without waiting for any of it: it boots and loads while the caller
+        grades another submission. Hand it to ``open(sub, started=...)`` (or close it)."""
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        w = self._spawn(main=_main_name(sub), files=dict(getattr(sub, "files", {}) or {}), wait=False)
+        if not getattr(sub, "error", None):
+            ahead = [encode_frame(_load_msg(sub.units), on_object=_refuse, handle_types=False)]
+            if describe:
+                ahead.append(encode_frame(_describe_msg(describe), on_object=_refuse, handle_types=False))
+            w.send_ahead(ahead)
+        return w
+
+    def _spawn(self, *, main: str = "submission.py", files: dict[str, bytes] | None = None,
+               wait: bool = True) -> "Worker":
         seq = next(_SEQ)
         scratch = tempfile.mkdtemp(dir=self._root, prefix=f"w{seq}-")
         _write_files(scratch, files or {})
@@ -318,7 +338,8 @@ class Sandbox:
             raise SandboxError("the sandbox is closed")
         if not self._direct:  # a direct worker got it with the spawn request
             h_st.sendall((json.dumps(cfg) + "\n").encode())
-        w._start()
+        if wait:
+            w._start()
         return w
 
     def _make_cgroups(self, seq: int) -> list[str]:
@@ -387,6 +408,14 @@ def _is_ours(path: str) -> bool:
     return os.path.abspath(path) == root or path in ("", ".")
 
 
+def _load_msg(units) -> dict:
+    return {"op": "load", "units": [{"label": u.label, "cell": u.cell, "source": u.source} for u in units]}
+
+
+def _describe_msg(names: list[str]) -> dict:
+    return {"op": "describe_all", "names": [str(n) for n in names]}
+
+
 def _main_name(sub) -> str:
     if getattr(sub, "kind", "") == "ipynb":
         return os.path.basename(getattr(sub, "path", "submission.ipynb"))
@@ -452,6 +481,7 @@ class Worker:
 
     # -- start and load --
     def _start(self) -> None:
+        self._deadline = time.monotonic() + self.limits.start_timeout_s
         line = self._status_line(self.limits.start_timeout_s)
         if line is None or "pid" not in line:
             self._kill(None)
@@ -470,7 +500,7 @@ class Worker:
         self._deadline = time.monotonic() + self.limits.submission_timeout_s
 
     def _run_units(self, units: list) -> LoadReport:
-        msg = {"op": "load", "units": [{"label": u.label, "cell": u.cell, "source": u.source} for u in units]}
+        msg = _load_msg(units)
         try:
             reply = self._request(msg, self.limits.import_timeout_s, "loading the submission")
         except (WorkerTimeout, WorkerCrashed, WireError) as e:
@@ -505,7 +535,7 @@ class Worker:
     def describe_all(self, names: list[str]) -> dict[str, NameInfo]:
         """describe() for several names in one round trip."""
         names = [str(n) for n in names]
-        r = self._call({"op": "describe_all", "names": names}, "describing " + ", ".join(map(repr, names)))
+        r = self._call(_describe_msg(names), "describing " + ", ".join(map(repr, names)))
         infos = r.get("infos")
         if type(infos) is not list or len(infos) != len(names) or any(type(i) is not dict for i in infos):
             raise WireError("describe_all reply does not match the names asked for")
@@ -631,6 +661,10 @@ class Worker:
         for frame in frames:
             self._out += frame
             self._sent.append(frame)
+        try:  # as much as the socket takes now: the worker starts on it at once
+            del self._out[:self._ch.send(self._out)]
+        except OSError:
+            pass  # full (the rest goes while waiting for a reply), or closed (found out then)
 
     @property
     def queued(self) -> int:
@@ -642,7 +676,7 @@ class Worker:
         the state another one reached by making them."""
         self.send_ahead(frames)
         while self._sent:
-            self._next_frame(timeout, "repeating earlier calls")
+            self._next_frame(timeout, "repeating earlier calls", owed_after=len(self._sent) - 1)
             self._sent.popleft()
 
     def _request(self, msg: dict | None, timeout: float, phase: str) -> dict:
@@ -651,8 +685,8 @@ class Worker:
             raise SandboxError("the worker is closed")
         if self._dead is not None:
             raise self._dead
-        if msg is None:
-            return self._decode(self._next_frame(timeout, phase), phase)
+        if msg is None:  # the hello comes before the replies to anything sent ahead
+            return self._decode(self._next_frame(timeout, phase, owed_after=len(self._sent)), phase)
         frame = encode_frame(msg, on_object=_refuse, handle_types=False)
         if not self._sent:
             self._out += frame
@@ -661,12 +695,13 @@ class Worker:
             raise OffPlan(phase)
         if self.record is not None:
             self.record.append(frame)
-        reply = self._next_frame(timeout, phase)
+        reply = self._next_frame(timeout, phase, owed_after=len(self._sent) - 1)
         self._sent.popleft()
         return self._decode(reply, phase)
 
-    def _next_frame(self, timeout: float, phase: str) -> bytes:
-        """The next reply frame (prefix included), writing queued requests while waiting for it."""
+    def _next_frame(self, timeout: float, phase: str, owed_after: int) -> bytes:
+        """The next reply frame (prefix included), writing queued requests while waiting for it.
+        `owed_after`: replies still owed once this one is read (more bytes than that are an error)."""
         now = time.monotonic()
         limit_at = now + timeout
         deadline = min(limit_at, self._deadline)
@@ -683,7 +718,7 @@ class Worker:
                 size = PREFIX.size + need[0] + need[1]
                 frame = bytes(self._in[:size])
                 del self._in[:size]
-                if self._in and len(self._sent) <= 1:  # no other request is owed a reply
+                if self._in and owed_after <= 0:  # no other request is owed a reply
                     self._die(WireError(f"unexpected extra bytes while {phase}"), "protocol")
                 return frame
             now = time.monotonic()

@@ -201,3 +201,23 @@ def test_direct_worker_is_pid_1_forked_by_the_zygote_and_takes_its_tree_with_it(
         assert w2.call("pids") == [1, 0]
         w2.close()
         assert w2._exit == {"status": {"signal": 9, "killed_by_grader": True}}
+
+
+def test_a_worker_started_early_boots_and_loads_while_the_caller_waits(sub, tmp_path):
+    """Sandbox.start: forked at once with its load (and describe) requests sent ahead; open() later
+    finds it loaded. Its start-up deadline runs from open(), not from start()."""
+    noisy = tmp_path / "noisy.py"
+    noisy.write_text("import torch\nprint('loaded')\ndef double(x):\n    return x * 2\n")
+    with Sandbox(LIMITS) as sb:
+        sb.limits = Limits(**{**LIMITS.__dict__, "start_timeout_s": 1.0})  # the zygote is up: workers only
+        w = sb.start(load_submission(noisy), describe=["double", "absent"])
+        time.sleep(1.5)  # longer than the start-up limit: the worker has been idle, not late
+        assert "loaded" in w.output()[0]  # it ran the submission before anyone waited for it
+        w = sb.open(load_submission(noisy), started=w)
+        assert w.load.ok and w.queued == 1
+        infos = w.describe_all(["double", "absent"])
+        assert infos["double"].kind == "function" and infos["absent"].kind == "missing" and w.queued == 0
+        assert torch.equal(w.call("double", torch.ones(2)), torch.full((2,), 2.0))
+        other = sb.start(sub)  # never opened: closed with the sandbox, like any worker
+        w.close()
+    assert not other.alive

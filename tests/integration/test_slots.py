@@ -94,3 +94,32 @@ def test_a_stop_hands_out_nothing_new():
     tally = _Tally()
     slots.run(engine, todo, 2, tally, stop, debug=False)
     assert len(tally.taken) <= 2  # at most the one each slot already had
+
+
+class _SlowEngine(_Engine):
+    def grade(self, sub, *, student_id=None, worker=None):
+        import time
+
+        time.sleep(0.05)
+        return super().grade(sub, student_id=student_id)
+
+
+def test_a_stop_while_grading_skips_what_was_handed_out_but_not_started():
+    engine = _SlowEngine(load_assignment("masked-attention"), _NoSandbox())
+    stop = threading.Event()
+
+    class _StopAtFirst(_Tally):
+        def take(self, key, report, seconds, error, data=None):
+            super().take(key, report, seconds, error, data)
+            stop.set()
+
+    todo = [(_key(f"s{i}"), f"s{i}") for i in range(20)]
+    tally = _StopAtFirst()
+    before = _children()
+    slots.run(engine, todo, 2, tally, stop, debug=False)
+    # The first result, then per slot at most the one it was grading and one it may have begun
+    # before the stop reached it; the others handed to it (three at a time) come back as skipped,
+    # neither taken nor reported as errors.
+    assert 1 <= len(tally.taken) <= 5
+    assert all(error == "" and report is not None for _, report, error, _ in tally.taken)
+    assert _children() <= before
