@@ -224,7 +224,6 @@ def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
     timed(B, "discover", "discover")
     timed(B, "_start_sandbox", "sandbox start (zygote, once)")
     timed(E.Engine, "prepare", "reference (setups, once)")
-    timed(E.Engine, "learn_calls", "call plan (learned once)")
     timed(host.Sandbox, "_spawn", "worker start (fork + jail)")
     timed(host.Worker, "_run_units", "student code load (module/cells)")
     for op in ("describe", "describe_all", "call", "call_method", "vjp", "state_dict", "load_state_dict"):
