@@ -64,10 +64,9 @@ def _comparable(report) -> dict:
     return d
 
 
-@pytest.fixture(scope="module", params=["masked-attention", "mha-kv-cache"])
-def engines(request):
+def _engine_pair(assignment_id: str):
     """(straight engine, engine with a learned plan) on one sandbox."""
-    a = load_assignment(request.param)
+    a = load_assignment(assignment_id)
     limits = dataclasses.replace(limits_for(a), call_timeout_s=2.0)
     with Sandbox(limits) as sb:
         straight = Engine(a, sb)
@@ -76,6 +75,16 @@ def engines(request):
         planned.share_setups_from(straight)
         _learn_calls(planned, a)
         yield straight, planned
+
+
+@pytest.fixture(scope="module", params=["masked-attention", "mha-kv-cache"])
+def engines(request):
+    yield from _engine_pair(request.param)
+
+
+@pytest.fixture(scope="module")
+def masked_engines():
+    yield from _engine_pair("masked-attention")
 
 
 def _samples(assignment_id: str) -> list[Path]:
@@ -109,10 +118,8 @@ def test_correct_samples_stay_on_the_plan(engines):
 
 @pytest.mark.parametrize("source", [HISTORY_DEPENDENT, HANGS_ON_FP16, PRINTS_AND_EXITS],
                          ids=["history-dependent", "hangs-on-fp16", "prints-and-exits"])
-def test_submissions_that_leave_the_plan_get_the_straight_runs_report(engines, tmp_path, source):
-    straight, planned = engines
-    if straight.assignment.id != "masked-attention":
-        pytest.skip("these are masked-attention submissions")
+def test_submissions_that_leave_the_plan_get_the_straight_runs_report(masked_engines, tmp_path, source):
+    straight, planned = masked_engines
     path = tmp_path / "attention.py"
     path.write_text(source)
     want = straight.grade_path(path)
