@@ -103,7 +103,7 @@ class Engine:
                 worker.record = []
                 _, worker = self._run_cases(solution, worker, learn=learned)
         finally:
-            _retire(worker)
+            worker.close()  # all of it gone before a batch forks its slot processes
         self._plan.update(learned)
         return sum(map(len, learned.values()))
 
