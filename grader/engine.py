@@ -93,8 +93,9 @@ class Engine:
         the request frames it made. Every later submission's worker is then sent those frames ahead
         (``Worker.send_ahead``), so that its calls cost one round trip instead of one each. A case
         needs its inputs only, never the student's answers, to know its calls, as long as the
-        answers are right: requests are matched byte for byte, and any request off the plan makes its
-        own round trip. Returns the number of frames learned (0: the plan is left empty)."""
+        answers are right. Requests are matched byte for byte; a submission that leaves the plan is
+        moved to a fresh worker that repeats the requests made so far (``_leave_plan``), so reports
+        are the same as without a plan. Returns the number of frames learned (0: none)."""
         self._plan = {}
         learned: dict[str, list[bytes]] = {}
         worker = self.sandbox.open(solution)
@@ -169,7 +170,7 @@ class Engine:
         restarts = 0
         deadline = time.monotonic() + self.sandbox.limits.submission_timeout_s
         for n, inst in enumerate(self.instances):
-            absent = [n for n in inst.case.uses if n in missing]
+            absent = [name for name in inst.case.uses if name in missing]
             if absent:
                 results.append(self._result(inst, Outcome.ERROR, Verdict.fail("signature", missing[absent[0]])))
                 continue
@@ -195,7 +196,8 @@ class Engine:
                 plan_from = n + 1
                 done = self._run_one(inst, worker)
             else:
-                if sent.get(n, 0) > len(made or ()) - first:  # it made fewer calls than were sent ahead
+                died = done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash"  # restarted below
+                if not died and sent.get(n, 0) > len(made or ()) - first:  # fewer calls than sent ahead
                     self._stop_plan_at(inst, len(made) - first)
                     worker = self._leave_plan(sub, worker, made)
                     sent.clear()
