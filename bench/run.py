@@ -263,10 +263,13 @@ def hardware() -> dict:
     import torch
 
     def ver(cmd):
+        """The version number a `--version` prints (`grader, version 0.1.0` -> `0.1.0`)."""
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout.strip().splitlines()[-1]
+            line = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout.strip().splitlines()[-1]
         except Exception:  # noqa: BLE001
             return "n/a"
+        m = re.search(r"\d+(?:\.\d+)+\S*", line)
+        return m.group(0) if m else line
 
     return {"date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "nproc": os.cpu_count(), "cpu": model,
             "mem_gib": round(mem / 2**30, 1), "python": platform.python_version(), "torch": torch.__version__,
@@ -411,7 +414,7 @@ def render(rep: dict) -> str:
     h, t, fl, pr = rep["hardware"], rep["table"], rep["floor"], rep["profile"]
     ours = t["ours"]
     lines = [f"Run {h['date']}: {h['nproc']} CPUs ({h['cpu']}), {h['mem_gib']} GiB, Linux {h['kernel']}, "
-             f"Python {h['python']}, torch {h['torch']}, {h['grader']}, nbgrader {h['nbgrader']}, "
+             f"Python {h['python']}, torch {h['torch']}, grader {h['grader']}, nbgrader {h['nbgrader']}, "
              f"otter-grader {h['otter']}.", "",
              "| grader | submissions | batch wall s | per submission s (median / p95) | throughput /s "
              "| ours is × faster | peak RSS of tree MB (sum RSS / PSS) | scores right |",
