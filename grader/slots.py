@@ -64,7 +64,7 @@ def run(engine: Any, todo: list, n: int, tally: Any, stop: threading.Event, debu
                     continue
                 for msg in p.read():
                     i = msg["i"]
-                    p.pending.discard(i)
+                    p.pending.pop(i, None)
                     if msg.get("skipped"):  # handed out, not started before a stop
                         continue
                     # The next one first: the slot starts it while this result is recorded here.
@@ -74,7 +74,7 @@ def run(engine: Any, todo: list, n: int, tally: Any, stop: threading.Event, debu
                     tally.take(todo[i][0], report, float(msg.get("seconds", 0.0)), str(msg.get("error", "")), data)
                 if p.dead and p.pending:
                     # A slot grades its submissions in the order handed out: the first was running.
-                    running, *unstarted = sorted(p.pending)
+                    running, *unstarted = p.pending
                     tally.take(todo[running][0], None, 0.0, "the grading process for this submission died "
                                f"({p.exit_reason()}); it was not recorded and the next run grades it again")
                     p.pending.clear()
@@ -102,7 +102,7 @@ class _Slot:
         self.pid = pid
         self.jobs = jobs
         self.results = results
-        self.pending: set[int] = set()
+        self.pending: dict[int, None] = {}  # handed out, not answered; in the order handed out
         self.dead = False
         self._buf = b""
         self._status: int | None = None
@@ -116,7 +116,7 @@ class _Slot:
             return
         try:
             os.write(self.jobs, f"{i}\n".encode())
-            self.pending.add(i)
+            self.pending[i] = None
         except OSError:
             self.dead = True
 
