@@ -48,7 +48,7 @@ def run(engine: Any, todo: list, n: int, tally: Any, stop: threading.Event, debu
     left = list(range(len(todo)))[::-1]  # to hand out, next last; a dead slot's unstarted ones go back
 
     def hand(p: _Slot) -> None:
-        while left and not stop.is_set() and not p.dead and len(p.pending) < _AHEAD:
+        while left and not stop.is_set() and p.open and len(p.pending) < _AHEAD:
             p.send(left.pop())
 
     try:
@@ -111,14 +111,19 @@ class _Slot:
     def busy(self) -> bool:
         return not self.dead and bool(self.pending)
 
+    @property
+    def open(self) -> bool:
+        """Can be handed submissions: alive (as far as is known here) and its job pipe open."""
+        return not self.dead and self.jobs >= 0
+
     def send(self, i: int) -> None:
-        if self.jobs < 0 or self.dead:
-            return
+        """Hand submission `i` over. A slot that has just died takes it too: its end of the result
+        pipe is read to the end before it counts as dead, and then what it held goes back."""
+        self.pending[i] = None
         try:
             os.write(self.jobs, f"{i}\n".encode())
-            self.pending[i] = None
         except OSError:
-            self.dead = True
+            pass
 
     def read(self) -> list[dict]:
         try:

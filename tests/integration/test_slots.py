@@ -123,3 +123,17 @@ def test_a_stop_while_grading_skips_what_was_handed_out_but_not_started():
     assert 1 <= len(tally.taken) <= 5
     assert all(error == "" and report is not None for _, report, error, _ in tally.taken)
     assert _children() <= before
+
+
+def test_what_a_dead_slot_held_but_had_not_started_is_graded_by_another():
+    engine = _Engine(load_assignment("masked-attention"), _NoSandbox())
+    names = ["dies"] + [f"ok{i}" for i in range(7)]  # the first slot is handed "dies", ok0 and ok1
+    todo = [(_key(n), n) for n in names]
+    tally = _Tally()
+    before = _children()
+    slots.run(engine, todo, 2, tally, threading.Event(), debug=False)
+    taken = {sid: (report, error) for sid, report, error, _ in tally.taken}
+    assert sorted(taken) == sorted(names) and len(tally.taken) == len(names)  # every one exactly once
+    assert taken["dies"][0] is None and "died" in taken["dies"][1]
+    assert all(taken[n][0] is not None and taken[n][1] == "" for n in names[1:])
+    assert _children() <= before
