@@ -4,16 +4,20 @@ With N slot threads in one process, every slot's grader-side work (decoding repl
 diagnosing) and the recording (ledger, JSON, HTML) share one GIL, and the slots wait for each
 other: two `-j 1` processes graded a batch ~1.6x faster than one `-j 2` process. So `run` forks
 N grading processes from the grader once everything they share is ready: torch imported, the
-reference setups computed (copy-on-write, never recomputed) and the sandbox's zygote started.
-Each opens its own sandboxed workers through the shared zygote (requests serialised by a process
-lock) and sends back plain JSON; this process records every result, as with threads.
+reference setups computed (copy-on-write, never recomputed), the call plan learned and the
+sandbox's zygote started. Each opens its own sandboxed workers through the shared zygote
+(requests serialised by a process lock) and sends back plain JSON; this process records every
+result, as with threads. A slot holds up to three submissions: it grades the first while the
+second's worker is already starting (``Engine.start_worker``).
 
     grader (this process)                      slot process i (forked, trusted grader code)
-      todo[k] index  --- job pipe --->            Engine.grade(todo[k])  -> worker (jailed)
+      "k\n" (or "stop\n")  --- job pipe --->      Engine.grade(todo[k])  -> worker (jailed)
       tally.take(report)  <--- result pipe ---    {"i": k, "report": to_dict(report), ...}
+                                                  {"i": k, "skipped": true} after a stop
 
 Never pickles; only grader-built data crosses. A slot process that dies costs the submission it
-was grading (an error, retried by the next run) and nothing else: the other slots take the rest.
+was grading (an error, retried by the next run) and nothing else: the other slots take the rest,
+including those it held but had not started.
 Only for the CPU on Linux: a process that has initialised CUDA cannot be forked safely, and on
 macOS forking a process that loaded torch's system frameworks is not safe either.
 """
