@@ -474,7 +474,7 @@ class Worker:
         self._token = f"{os.getpid()}-{id(self)}"
         self.pid: int | None = None
         self._out = bytearray()  # request bytes not yet written to the channel
-        self._in = bytearray()  # reply bytes read but not yet split into frames
+        self._in = bytearray()  # the reply frame being read (never more than one frame)
         self._sent: collections.deque[bytes] = collections.deque()  # requests whose replies are not yet read
         self.record: list[bytes] | None = None
         """When a list: every request frame sent is appended to it (to learn a call plan)."""
@@ -714,11 +714,10 @@ class Worker:
                                         max_payload=self.limits.max_result_bytes)
                 except WireError as e:
                     self._die(WireError(f"invalid reply while {phase}: {e}"), "protocol")
-            if need is not None and len(self._in) >= PREFIX.size + need[0] + need[1]:
-                size = PREFIX.size + need[0] + need[1]
-                frame = bytes(self._in[:size])
-                del self._in[:size]
-                if self._in and owed_after <= 0:  # no other request is owed a reply
+            if need is not None and len(self._in) == PREFIX.size + need[0] + need[1]:
+                frame = bytes(self._in)
+                self._in.clear()
+                if owed_after <= 0 and self._more_waiting():  # no other request is owed a reply
                     self._die(WireError(f"unexpected extra bytes while {phase}"), "protocol")
                 return frame
             now = time.monotonic()
@@ -745,8 +744,11 @@ class Worker:
                 except OSError:
                     self._crashed(phase)
             if self._ch in r:
+                # No further than this frame: what the worker sends beyond it stays in the socket
+                # (bounded by the kernel), never piles up here.
+                want = PREFIX.size + (need[0] + need[1] if need is not None else 0) - len(self._in)
                 try:
-                    chunk = self._ch.recv(1 << 20)
+                    chunk = self._ch.recv(min(1 << 20, want))
                 except BlockingIOError:
                     continue
                 except OSError:
@@ -754,6 +756,13 @@ class Worker:
                 if not chunk:
                     self._crashed(phase)
                 self._in += chunk
+
+    def _more_waiting(self) -> bool:
+        """Bytes on the channel that no request is waiting for (a worker writing to it itself)."""
+        try:
+            return bool(self._ch.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except OSError:
+            return False
 
     def _decode(self, frame: bytes, phase: str) -> dict:
         hlen, _ = PREFIX.unpack_from(frame)

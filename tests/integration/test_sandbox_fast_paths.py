@@ -221,3 +221,32 @@ def test_a_worker_started_early_boots_and_loads_while_the_caller_waits(sub, tmp_
         other = sb.start(sub)  # never opened: closed with the sandbox, like any worker
         w.close()
     assert not other.alive
+
+
+def test_a_worker_writing_its_own_frames_is_cut_off(tmp_path):
+    """Student code that writes to the channel itself (a forged reply, then more) is a protocol
+    error for its own worker; the grader reads no further than the frame it waits for."""
+    forger = tmp_path / "forger.py"
+    forger.write_text(
+        "import json, os, struct\n"
+        "def forge():\n"
+        "    head = json.dumps({'msg': {'ok': True, 'value': 100}, 'tensors': []}).encode()\n"
+        "    os.write(3, struct.pack('<II', len(head), 0) + head + b'\\0' * 4096)\n"
+        "    return 1\n"
+        "def echo(x):\n"
+        "    return x\n")
+    with Sandbox(LIMITS) as sb:
+        w = sb.open(load_submission(forger))
+        with pytest.raises(SandboxError, match="unexpected extra bytes"):
+            w.call("forge")
+        assert not w.alive and len(w._in) == 0
+        w.close()
+        w = sb.open(load_submission(forger))
+        w.record = []
+        w.call("echo", 5)
+        frames = w.record
+        w.close()
+        w = sb.open(load_submission(forger))
+        w.send_ahead([frames[0]] * 3)  # three echo requests queued: the replies are read one at a time
+        assert [w.call("echo", 5) for _ in range(3)] == [5, 5, 5] and w.queued == 0
+        w.close()
