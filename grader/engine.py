@@ -88,15 +88,15 @@ class Engine:
         for inst in self.instances:
             self.setup(inst)
 
-    def learn_calls(self, solution: LoadedSubmission) -> int:
+    def learn_calls(self, solution: LoadedSubmission) -> None:
         """Grade `solution` (the trusted reference, as a submission) and keep, for each case it passes,
         the request frames it made. Every later submission's worker is then sent those frames ahead
         (``Worker.send_ahead``), so that its calls cost one round trip instead of one each. A case
         needs its inputs only, never the student's answers, to know its calls, as long as the
         answers are right. Requests are matched byte for byte; a submission that leaves the plan is
         moved to a fresh worker that repeats the requests made so far (``_leave_plan``), so reports
-        are the same as without a plan. Returns the number of frames learned (0: none)."""
-        self._plan = {}
+        are the same as without a plan. Nothing is learned when the solution does not load."""
+        self._plan = {}  # none while the solution itself is graded
         learned: dict[str, list[bytes]] = {}
         worker = self.sandbox.open(solution)
         try:
@@ -105,8 +105,7 @@ class Engine:
                 _, worker = self._run_cases(solution, worker, learn=learned)
         finally:
             worker.close()  # all of it gone before a batch forks its slot processes
-        self._plan.update(learned)
-        return sum(map(len, learned.values()))
+        self._plan = learned
 
     def environment(self) -> Environment:
         """What every report records about the grading environment; fixed once every setup exists."""

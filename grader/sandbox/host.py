@@ -252,7 +252,7 @@ class Sandbox:
         if self._closed:
             raise SandboxError("the sandbox is closed")
         if started is None:
-            w = self._spawn(main=_main_name(sub), files=dict(getattr(sub, "files", {}) or {}))
+            w = self._spawn_for(sub)
         else:
             w = started
             w._start()
@@ -268,13 +268,14 @@ class Sandbox:
         grades another submission. Hand it to ``open(sub, started=...)`` (or close it)."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
-        w = self._spawn(main=_main_name(sub), files=dict(getattr(sub, "files", {}) or {}), wait=False)
+        w = self._spawn_for(sub, wait=False)
         if not getattr(sub, "error", None):
-            ahead = [encode_frame(_load_msg(sub.units), on_object=_refuse, handle_types=False)]
-            if describe:
-                ahead.append(encode_frame(_describe_msg(describe), on_object=_refuse, handle_types=False))
-            w.send_ahead(ahead)
+            w.send_ahead([_request_frame(_load_msg(sub.units))]
+                         + ([_request_frame(_describe_msg(describe))] if describe else []))
         return w
+
+    def _spawn_for(self, sub, *, wait: bool = True) -> "Worker":
+        return self._spawn(main=_main_name(sub), files=dict(getattr(sub, "files", {}) or {}), wait=wait)
 
     def _spawn(self, *, main: str = "submission.py", files: dict[str, bytes] | None = None,
                wait: bool = True) -> "Worker":
@@ -406,6 +407,12 @@ def _is_ours(path: str) -> bool:
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))
     return os.path.abspath(path) == root or path in ("", ".")
+
+
+def _request_frame(msg: dict) -> bytes:
+    """A request as the grader sends it: grader values only, handles by id alone (so that frames
+    sent ahead and the requests that take them compare byte for byte)."""
+    return encode_frame(msg, on_object=_refuse, handle_types=False)
 
 
 def _load_msg(units) -> dict:
@@ -687,7 +694,7 @@ class Worker:
             raise self._dead
         if msg is None:  # the hello comes before the replies to anything sent ahead
             return self._decode(self._next_frame(timeout, phase, owed_after=len(self._sent)), phase)
-        frame = encode_frame(msg, on_object=_refuse, handle_types=False)
+        frame = _request_frame(msg)
         if not self._sent:
             self._out += frame
             self._sent.append(frame)

@@ -139,14 +139,17 @@ def _watch(status: socket.socket, worker: int) -> None:
         except ChildProcessError:
             break
     _sweep()
-    if exit_status is None:
-        report = {"status": {"lost": True}}
-    elif os.WIFSIGNALED(exit_status):
-        report = {"status": {"signal": os.WTERMSIG(exit_status), "killed_by_grader": killing}}
-    else:
-        report = {"status": {"exit": os.WEXITSTATUS(exit_status)}}
-    _send_status(status.fileno(), report)
+    _send_status(status.fileno(), exit_report(exit_status, killing))
     os._exit(0)
+
+
+def exit_report(exit_status: int | None, killed_by_grader: bool) -> dict:
+    """The status line the grader reads when a worker has been reaped (None: it was lost)."""
+    if exit_status is None:
+        return {"status": {"lost": True}}
+    if os.WIFSIGNALED(exit_status):
+        return {"status": {"signal": os.WTERMSIG(exit_status), "killed_by_grader": killed_by_grader}}
+    return {"status": {"exit": os.WEXITSTATUS(exit_status)}}
 
 
 def _kill(pid: int) -> None:
