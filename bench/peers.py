@@ -2,10 +2,12 @@
 `otter run`, each from its own virtualenv (bench/peers_install.py), each with the same 8 checks
 (bench/peer_checks.py).
 
-Concessions in the peers' favour (kept honest, all make them faster): their copies of the notebooks
-have the `!pip install` and `%matplotlib` lines commented out (a real `!pip` costs a kernel ~1 s and
-`%matplotlib` needs matplotlib in the kernel), and they run 8 checks while our grader runs 32 case
-instances with diagnosis.
+The peers run the students' notebooks as they are, like ours: a kernel executes every cell, so the
+`!pip install torch` line runs pip (torch is already there: "Requirement already satisfied", ~1 s)
+and `%matplotlib inline` imports matplotlib (installed in their venvs, as on the students' machines).
+Our grader reads the same cells and runs no shell line or magic. With `concede=True` (bench/run.py
+--peer-concessions) their copies have those lines commented out instead, which makes them faster.
+Either way they run 8 checks while our grader runs 32 case instances with diagnosis.
 """
 
 from __future__ import annotations
@@ -23,15 +25,17 @@ from peers_install import venv_dir
 ASSIGNMENT = "hw3"
 
 
-def _peer_source(nb: dict) -> dict:
-    """The student's notebook with shell and magic lines commented out (see module docstring)."""
+def _peer_source(nb: dict, concede: bool) -> dict:
+    """The student's notebook with outputs cleared and, with `concede`, shell and magic lines
+    commented out (see module docstring)."""
     nb = json.loads(json.dumps(nb))
     for c in nb["cells"]:
         if c["cell_type"] != "code":
             continue
-        src = "".join(c["source"])
-        src = re.sub(r"(?m)^(\s*)([!%])", r"\1# \2", src)
-        c["source"] = src.splitlines(True)
+        if concede:
+            src = "".join(c["source"])
+            src = re.sub(r"(?m)^(\s*)([!%])", r"\1# \2", src)
+            c["source"] = src.splitlines(True)
         c["outputs"], c["execution_count"] = [], None
     return nb
 
@@ -69,7 +73,7 @@ def _nbg_master() -> dict:
             "nbformat": 4, "nbformat_minor": 5}
 
 
-def nbgrader_setup(root: Path, notebooks: list[Path], log) -> list[str]:
+def nbgrader_setup(root: Path, notebooks: list[Path], log, *, concede: bool = False) -> list[str]:
     """A course folder with `hw3` released and `notebooks` submitted (one student each)."""
     if root.exists():
         shutil.rmtree(root)
@@ -88,7 +92,7 @@ def nbgrader_setup(root: Path, notebooks: list[Path], log) -> list[str]:
     students = []
     for i, nb_path in enumerate(notebooks):
         student = f"s{i:03d}"
-        nb = _peer_source(json.loads(nb_path.read_text()))
+        nb = _peer_source(json.loads(nb_path.read_text()), concede)
         cells = []
         for c in release["cells"]:
             meta = c.get("metadata", {}).get("nbgrader", {})
@@ -121,34 +125,69 @@ def nbgrader_scores(root: Path) -> tuple[None, dict[str, float]]:
 
 # --- otter --------------------------------------------------------------------------------------
 
+_STUDENT = "# the student's cells go here"
+
+
+def _otter_master() -> dict:
+    """An `otter assign` master notebook: one question per check, each check an OK-format test."""
+    def cell(kind: str, src: str) -> dict:
+        c = {"cell_type": kind, "metadata": {}, "source": src}
+        if kind == "code":
+            c.update(execution_count=None, outputs=[])
+        return c
+
+    cells = [cell("raw", f"# ASSIGNMENT CONFIG\nname: {ASSIGNMENT}\ngenerate: true\n"),
+             cell("markdown", "# Homework 3: masked attention")]
+    for i, (name, src) in enumerate(CHECKS):
+        cells += [cell("raw", f"# BEGIN QUESTION\nname: q{i}_{name}\npoints: 1"),
+                  cell("code", (_STUDENT + "\n" if i == 0 else "") + "# BEGIN SOLUTION\npass\n# END SOLUTION"),
+                  cell("raw", "# BEGIN TESTS"),
+                  cell("code", f"exec({(PRELUDE + src)!r}, dict(globals()))"),
+                  cell("raw", "# END TESTS"),
+                  cell("raw", "# END QUESTION")]
+    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                        "name": "python3"}, "language_info": {"name": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
 def otter_setup(root: Path, log) -> Path:
-    """autograder.zip with the 8 checks as OK-format tests (doctests), made by `otter generate`."""
+    """`otter assign` on a master notebook with the 8 checks: the autograder zip it generates, and
+    the released student notebook (root/release.ipynb: otter's init cell, one `grader.check` cell
+    per question, the export cell), into which each student's cells go (`otter_cmd`)."""
     if root.exists():
         shutil.rmtree(root)
-    (root / "tests").mkdir(parents=True)
-    for i, (name, src) in enumerate(CHECKS):
-        code = f">>> exec({(PRELUDE + src)!r}, dict(globals()))"
-        test = {"name": f"q{i}_{name}", "points": 1, "suites": [{
-            "cases": [{"code": code, "hidden": False, "locked": False}],
-            "scored": True, "setup": "", "teardown": "", "type": "doctest"}]}
-        (root / "tests" / f"q{i}_{name}.py").write_text("OK_FORMAT = True\n\ntest = " + repr(test) + "\n")
-    r = subprocess.run([str(venv_dir("otter") / "bin" / "otter"), "generate", "--no-requirements",
-                        "--no-environment", "--no-config"], cwd=root, env=_env("otter"),
-                       capture_output=True, text=True)
+    root.mkdir(parents=True)
+    (root / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(_otter_master()))
+    r = subprocess.run([str(venv_dir("otter") / "bin" / "otter"), "assign", "--no-run-tests", f"{ASSIGNMENT}.ipynb",
+                        "dist"], cwd=root, env=_env("otter"), capture_output=True, text=True)
     log.write(r.stdout + r.stderr)
-    if r.returncode != 0 or not (root / "autograder.zip").exists():
-        raise RuntimeError(f"otter generate failed: {r.stderr[-800:]}")
+    zips = sorted((root / "dist" / "autograder").glob("*.zip"))
+    if r.returncode != 0 or not zips:
+        raise RuntimeError(f"otter assign failed: {r.stderr[-800:]}")
+    shutil.copy(root / "dist" / "student" / f"{ASSIGNMENT}.ipynb", root / "release.ipynb")
+    shutil.copy(zips[-1], root / "autograder.zip")
     return root / "autograder.zip"
 
 
-def otter_cmd(root: Path, zip_path: Path, notebook: Path) -> tuple[Path, list[str]]:
-    """A fresh folder holding the peer copy of `notebook`, and the `otter run` command grading it."""
+def otter_cmd(root: Path, zip_path: Path, notebook: Path, *, concede: bool = False) -> tuple[Path, list[str]]:
+    """A fresh folder holding `notebook` as an otter student submits it (the released notebook with
+    the student's cells in place of the solution cells), and the `otter run` command grading it."""
     work = root / "runs" / notebook.stem
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
+    release = json.loads((root / "release.ipynb").read_text())
+    mine = _peer_source(json.loads(notebook.read_text()), concede)["cells"]
+    cells = []
+    for c in release["cells"]:
+        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        if c["cell_type"] == "code" and "pass" in src and ("SOLUTION" in src or src.strip() in ("pass", "...")):
+            if _STUDENT in src:
+                cells.extend(mine)
+            continue
+        cells.append(c)
     sub = work / "submission.ipynb"
-    sub.write_text(json.dumps(_peer_source(json.loads(notebook.read_text()))))
+    sub.write_text(json.dumps(dict(release, cells=cells)))
     return work, [str(venv_dir("otter") / "bin" / "otter"), "run", "-a", str(zip_path), "-o", str(work),
                   "--no-logo", str(sub)]
 

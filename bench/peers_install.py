@@ -1,7 +1,8 @@
 """Install nbgrader 0.9.6 and otter-grader 7.0.0 into their own virtualenvs under bench/out/.
 
-Each venv gets torch pinned to the version in use first, then the peer, then an ipykernel
-registered inside the venv (--sys-prefix). Idempotent: a venv with a `.ok` marker is kept.
+Each venv gets torch pinned to the version in use first, then the peer and what the generated
+notebooks import (matplotlib), then an ipykernel registered inside the venv (--sys-prefix).
+Idempotent: a venv whose `.ok` marker lists the same packages is kept.
 Usage: python bench/peers_install.py [nbgrader] [otter]
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ PEERS = {
     "nbgrader": ["nbgrader==0.9.6"],
     "otter": ["otter-grader==7.0.0"],
 }
+NOTEBOOKS_NEED = ["matplotlib"]
+"""What the generated notebooks import beyond torch (`%matplotlib inline`), as on the students' machines."""
 
 
 def torch_version() -> str:
@@ -34,8 +37,15 @@ def venv_python(name: str) -> Path:
     return venv_dir(name) / "bin" / "python"
 
 
+def _marker(name: str) -> str:
+    return " ".join(PEERS[name] + NOTEBOOKS_NEED)
+
+
 def is_ready(name: str) -> bool:
-    return (venv_dir(name) / ".ok").exists()
+    """Installed, with the packages this version of the bench asks for (a venv made for another list
+    gets the missing ones added)."""
+    ok = venv_dir(name) / ".ok"
+    return ok.exists() and _marker(name) in ok.read_text()
 
 
 def install(name: str, log=None) -> tuple[bool, str]:
@@ -59,10 +69,10 @@ def install(name: str, log=None) -> tuple[bool, str]:
         py = venv_python(name)
         sh(py, "-m", "pip", "install", "-q", "--upgrade", "pip")
         sh(py, "-m", "pip", "install", "-q", f"torch=={torch_version()}")
-        sh(py, "-m", "pip", "install", "-q", *PEERS[name], "ipykernel")
+        sh(py, "-m", "pip", "install", "-q", *PEERS[name], *NOTEBOOKS_NEED, "ipykernel")
         sh(py, "-m", "ipykernel", "install", "--sys-prefix", "--name", f"bench-{name}",
            "--display-name", f"bench-{name}")
-        (d / ".ok").write_text(f"installed in {time.time() - t0:.0f}s\n")
+        (d / ".ok").write_text(f"{_marker(name)}\ninstalled in {time.time() - t0:.0f}s\n")
         return True, f"{name}: installed in {time.time() - t0:.0f}s"
     except Exception as e:  # noqa: BLE001 - report, the bench skips the peer
         return False, f"{name}: cannot install ({e}); see {OUT / f'install-{name}.log'}"
