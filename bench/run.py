@@ -437,11 +437,12 @@ def render(rep: dict) -> str:
         lines.append(f"| {names[k]} | {count} | {r['wall_s']:.1f} | {r['median_s']:.3f} / {r['p95_s']:.3f} | "
                      f"{r['throughput']:.2f} | {ratio} | "
                      f"{r['peak_rss'] / 2**20:.0f}{pss} | {r.get('right', '')} |")
-    lines += ["", "nbgrader and otter ran copies of the notebooks with the `!pip install torch` and `%matplotlib "
-              "inline` lines commented out (--peer-concessions: faster for them)."
-              if rep["args"].get("peer_concessions") else
-              "nbgrader and otter ran the notebooks as they are: their kernels execute `!pip install torch` "
-              "(already installed) and `%matplotlib inline`; ours runs no shell line or magic."]
+    if t.get("nbgrader") or t.get("otter"):
+        lines += ["", "nbgrader and otter ran copies of the notebooks with the `!pip install torch` and `%matplotlib "
+                  "inline` lines commented out (--peer-concessions: faster for them)."
+                  if rep["args"].get("peer_concessions") else
+                  "nbgrader and otter ran the notebooks as they are: their kernels execute `!pip install torch` "
+                  "(already installed) and `%matplotlib inline`; ours runs no shell line or magic."]
     if ours.get("steady_throughput"):
         st = ours["steady_throughput"]
         lines += ["", f"Ours in steady state (first to last graded, without the ~{ours['wall_s'] / len(rep['raw']['ours']) - ours['n'] / len(rep['raw']['ours']) / st:.0f} s "
