@@ -3,8 +3,9 @@
 (bench/peer_checks.py).
 
 The peers run the students' notebooks as they are, like ours: a kernel executes every cell, so the
-`!pip install torch` line runs pip (torch is already there: "Requirement already satisfied", ~1 s)
-and `%matplotlib inline` imports matplotlib (installed in their venvs, as on the students' machines).
+`!pip install torch` line runs pip (torch is already there: "Requirement already satisfied"; pip
+alone takes ~0.5-0.7 s here) and `%matplotlib inline` imports matplotlib (~0.5-0.6 s; installed in
+their venvs, as on the students' machines).
 Our grader reads the same cells and runs no shell line or magic. With `concede=True` (bench/run.py
 --peer-concessions) their copies have those lines commented out instead, which makes them faster.
 Either way they run 8 checks while our grader runs 32 case instances with diagnosis.
@@ -49,9 +50,8 @@ def _env(name: str) -> dict:
     return env
 
 
-# --- nbgrader ---------------------------------------------------------------------------------
-
-def _nbg_cell(kind: str, src: str, **nbgrader) -> dict:
+def _cell(kind: str, src: str, **nbgrader) -> dict:
+    """A master-notebook cell; `nbgrader` keyword arguments become its nbgrader metadata."""
     c = {"cell_type": kind, "metadata": {}, "source": src}
     if kind == "code":
         c.update(execution_count=None, outputs=[])
@@ -61,16 +61,21 @@ def _nbg_cell(kind: str, src: str, **nbgrader) -> dict:
     return c
 
 
-def _nbg_master() -> dict:
-    cells = [_nbg_cell("markdown", "# Homework 3: masked attention"),
-             _nbg_cell("code", "import torch\n### BEGIN SOLUTION\n### END SOLUTION",
-                       grade_id="answer", solution=True),
-             _nbg_cell("code", PRELUDE, grade_id="prelude", locked=True)]
-    for i, (name, src) in enumerate(CHECKS):
-        cells.append(_nbg_cell("code", src, grade_id=f"check_{i}_{name}", grade=True, locked=True, points=1))
+def _notebook(cells: list[dict]) -> dict:
     return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
                                                         "name": "python3"}, "language_info": {"name": "python"}},
             "nbformat": 4, "nbformat_minor": 5}
+
+
+# --- nbgrader ---------------------------------------------------------------------------------
+
+def _nbg_master() -> dict:
+    cells = [_cell("markdown", "# Homework 3: masked attention"),
+             _cell("code", "import torch\n### BEGIN SOLUTION\n### END SOLUTION", grade_id="answer", solution=True),
+             _cell("code", PRELUDE, grade_id="prelude", locked=True)]
+    for i, (name, src) in enumerate(CHECKS):
+        cells.append(_cell("code", src, grade_id=f"check_{i}_{name}", grade=True, locked=True, points=1))
+    return _notebook(cells)
 
 
 def nbgrader_setup(root: Path, notebooks: list[Path], log, *, concede: bool = False) -> list[str]:
@@ -130,24 +135,16 @@ _STUDENT = "# the student's cells go here"
 
 def _otter_master() -> dict:
     """An `otter assign` master notebook: one question per check, each check an OK-format test."""
-    def cell(kind: str, src: str) -> dict:
-        c = {"cell_type": kind, "metadata": {}, "source": src}
-        if kind == "code":
-            c.update(execution_count=None, outputs=[])
-        return c
-
-    cells = [cell("raw", f"# ASSIGNMENT CONFIG\nname: {ASSIGNMENT}\ngenerate: true\n"),
-             cell("markdown", "# Homework 3: masked attention")]
+    cells = [_cell("raw", f"# ASSIGNMENT CONFIG\nname: {ASSIGNMENT}\ngenerate: true\n"),
+             _cell("markdown", "# Homework 3: masked attention")]
     for i, (name, src) in enumerate(CHECKS):
-        cells += [cell("raw", f"# BEGIN QUESTION\nname: q{i}_{name}\npoints: 1"),
-                  cell("code", (_STUDENT + "\n" if i == 0 else "") + "# BEGIN SOLUTION\npass\n# END SOLUTION"),
-                  cell("raw", "# BEGIN TESTS"),
-                  cell("code", f"exec({(PRELUDE + src)!r}, dict(globals()))"),
-                  cell("raw", "# END TESTS"),
-                  cell("raw", "# END QUESTION")]
-    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                                        "name": "python3"}, "language_info": {"name": "python"}},
-            "nbformat": 4, "nbformat_minor": 5}
+        cells += [_cell("raw", f"# BEGIN QUESTION\nname: q{i}_{name}\npoints: 1"),
+                  _cell("code", (_STUDENT + "\n" if i == 0 else "") + "# BEGIN SOLUTION\npass\n# END SOLUTION"),
+                  _cell("raw", "# BEGIN TESTS"),
+                  _cell("code", f"exec({(PRELUDE + src)!r}, dict(globals()))"),
+                  _cell("raw", "# END TESTS"),
+                  _cell("raw", "# END QUESTION")]
+    return _notebook(cells)
 
 
 def otter_setup(root: Path, log) -> Path:
@@ -180,8 +177,8 @@ def otter_cmd(root: Path, zip_path: Path, notebook: Path, *, concede: bool = Fal
     mine = _peer_source(json.loads(notebook.read_text()), concede)["cells"]
     cells = []
     for c in release["cells"]:
-        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-        if c["cell_type"] == "code" and "pass" in src and ("SOLUTION" in src or src.strip() in ("pass", "...")):
+        src = "".join(c["source"])  # a list of lines or one string
+        if c["cell_type"] == "code" and "BEGIN SOLUTION" in src:  # otter 7.0.0 leaves the markers in
             if _STUDENT in src:
                 cells.extend(mine)
             continue
