@@ -6,12 +6,10 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
-peers = pytest.importorskip("peers")
+import peers  # noqa: E402  (bench/ is not a package; a broken import must fail here, not skip)
 
 
 def _cell(kind: str, src: str) -> dict:
