@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -259,6 +260,7 @@ class Engine:
         return fresh
 
     def _run_one(self, inst: CaseInstance, worker) -> _Outcome:
+        worker.reply_cap = reply_cap(self.setup(inst))
         try:
             v = inst.case.check_fn(Student(worker), self.setup(inst), inst.param)
             return _Outcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
@@ -325,6 +327,28 @@ class Engine:
             cases=results, load=load, environment=self.environment(),
             graded_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
             public_only=self.public_only)
+
+
+REPLY_FLOOR = 16 << 20
+"""The smallest reply cap: room for a correct implementation's own extras (a registered mask
+buffer of a few MiB in a state_dict, say) whatever the case's size."""
+
+
+def reply_cap(setup: Setup) -> int:
+    """The largest reply a case's calls may return: 8x the bytes of its inputs and expected results,
+    and at least `REPLY_FLOOR`. A reply beyond it is refused before the grader reads it, so a
+    submission cannot grow the grader's memory (each slot's) by answering with hundreds of MiB."""
+    return max(REPLY_FLOOR, 8 * _tensor_bytes((setup.inputs, setup.expected, setup.extra)))
+
+
+def _tensor_bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.nelement() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
 
 
 def _retire(worker) -> None:

@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from grader.sandbox.errors import (
+    EnvironmentBroken,
     OffPlan,
     SandboxError,
     StudentError,
@@ -30,6 +31,7 @@ _LAZY = {"Limits": "host", "LoadReport": "host", "NameInfo": "host", "Sandbox": 
          "Handle": "wire", "Opaque": "wire"}
 
 __all__ = [
+    "EnvironmentBroken",
     "Handle",
     "Limits",
     "LoadReport",

@@ -65,7 +65,7 @@ def remove_stale() -> None:
         pass
     if not LINUX:
         return
-    for controller in ("memory", "pids"):
+    for controller in ("memory", "pids", "cpu"):
         base = jail.cgroup_base(controller)
         if not base:
             continue

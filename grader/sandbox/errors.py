@@ -7,6 +7,10 @@ class SandboxError(Exception):
     """Base class: something went wrong running the submission in its worker."""
 
 
+class EnvironmentBroken(SandboxError):
+    """The jail on this machine cannot run correct code (the self-test failed): grade nothing."""
+
+
 class StudentError(SandboxError):
     """The student's code raised. `traceback` is cut to the student's own frames."""
 
@@ -27,7 +31,7 @@ class WorkerTimeout(SandboxError):
 
 
 class WorkerCrashed(SandboxError):
-    """The worker died: kind is "memory", "signal", "exit" or "output"."""
+    """The worker died or was stopped: kind is "memory", "signal", "exit", "output" or "disk"."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)

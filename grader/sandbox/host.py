@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import errno
 import itertools
 import json
 import os
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from grader.results import CellError
-from grader.sandbox import early, jail
+from grader.sandbox import early, jail, selftest
 from grader.sandbox.errors import OffPlan, SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
 from grader.sandbox.wire import (MAX_HEADER_BYTES, PREFIX, Handle, check_prefix, decode_frame,
                                  encode_frame)
@@ -55,8 +56,15 @@ class Limits:
     """Captured stdout / stderr kept per stream."""
     kill_output_bytes: int = 8 << 20
     """Total output past which the worker is killed."""
-    max_result_bytes: int = 256 << 20
-    """Largest reply payload accepted from a worker."""
+    max_result_bytes: int = 64 << 20
+    """Largest reply payload accepted from a worker; the engine lowers it per case to what the case
+    can expect (``Worker.reply_cap``)."""
+    scratch_bytes: int = 64 << 20
+    """Bytes the worker may write (its scratch dir is a tmpfs of this size, with namespaces)."""
+    scratch_files: int = 4096
+    """Files and folders the worker may create in its scratch dir (with namespaces)."""
+    cpu_quota: float = 1.0
+    """CPUs a worker and everything it starts may use at once (cgroup cpu quota, where available)."""
     start_timeout_s: float = 120.0
     """Worker start-up (a fresh process imports torch); not charged to the student."""
 
@@ -105,7 +113,8 @@ class Sandbox:
     """
 
     def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
-                 isolation: str = "auto", warm_meta: bool = True, prestarted: "early.Prestart | None" = None):
+                 isolation: str = "auto", warm_meta: bool = True, prestarted: "early.Prestart | None" = None,
+                 self_test: bool = True):
         """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
 
         warm_meta: have the zygote run its first meta-device op before any worker starts (~1 s
@@ -115,6 +124,10 @@ class Sandbox:
 
         prestarted: a zygote started earlier by ``grader.sandbox.early.prestart`` (by default the
         pending one for this device, if any, is adopted).
+
+        self_test: run the environment self-test (``grader.sandbox.selftest``) in a real worker
+        before returning; raises ``EnvironmentBroken`` where this machine's jail would fail
+        correct code.
         """
         if isolation not in ("auto", "process"):
             raise ValueError(f"isolation must be 'auto' or 'process', not {isolation!r}")
@@ -143,7 +156,7 @@ class Sandbox:
             early.remove_stale()
             self._root = early.make_root()
             self._env = _child_env(device)
-            probe = early.start_probe(self._env, self._root) if isolation == "auto" and LINUX else None
+            probe = early.start_probe(self._env, self._root) if LINUX else None
             if zygote:
                 try:
                     self._zygote = early.Zygote(self._env, self._root, warm_meta=warm_meta)
@@ -157,8 +170,9 @@ class Sandbox:
         _LIVE.add(self)
         try:
             self._plan = self._choose(isolation, probe)
+            self._sys_path = _worker_sys_path(self._plan["read_paths"])
             self.features: frozenset[str] = frozenset(self._plan["features"])
-            order = ["namespaces", "uid", "landlock", "cgroup", "rss", "rlimits"]
+            order = ["namespaces", "uid", "landlock", "seccomp", "cgroup", "rss", "rlimits"]
             base = [] if "namespaces" in self.features else ["process"]
             self.isolation: str = "+".join(base + [f for f in order if f in self.features])
             # As root with namespaces and cgroups, the zygote forks each worker straight into a new
@@ -171,6 +185,8 @@ class Sandbox:
                 self._zygote.wait_ready(self.limits.start_timeout_s)
                 if warm_meta:
                     self._zygote.warm_meta(self.limits.start_timeout_s)
+            if self_test:
+                selftest.check(self, meta=warm_meta or self._zygote is None)
         except BaseException:
             self.close()
             raise
@@ -179,9 +195,12 @@ class Sandbox:
     def _choose(self, isolation: str, probe_proc: subprocess.Popen | None) -> dict:
         feats = {"rlimits"}
         plan: dict[str, Any] = {"features": feats, "cgroup_bases": None, "hide": [], "expose": [],
-                                "read_paths": [], "landlock_abi": 0, "userns": False}
+                                "read_paths": [], "cover": [], "landlock_abi": 0, "userns": False}
         if isolation == "process" or not LINUX:
-            if probe_proc is not None:
+            # No namespaces, uid, Landlock or cgroups; the system-call filter still, where Linux has it.
+            if LINUX and early.probe_result(probe_proc or early.start_probe(self._env, self._root)).get("seccomp"):
+                feats.add("seccomp")
+            elif probe_proc is not None:
                 probe_proc.kill()
                 probe_proc.wait()
             feats.add("rss")
@@ -191,7 +210,7 @@ class Sandbox:
         if probe.get("namespaces"):
             feats.add("namespaces")
             plan["userns"] = bool(probe.get("userns"))
-        plan["read_paths"] = jail.read_allowlist()
+        plan["read_paths"], plan["cover"] = jail.worker_paths()
         if probe.get("root"):
             hide = jail.hidden_ancestors(plan["read_paths"])
             if not hide or "namespaces" in feats:
@@ -202,10 +221,12 @@ class Sandbox:
         if probe.get("landlock", 0) >= 1:
             feats.add("landlock")
             plan["landlock_abi"] = probe["landlock"]
+        if probe.get("seccomp"):
+            feats.add("seccomp")
         mem, pids = jail.cgroup_base("memory"), jail.cgroup_base("pids")
         if mem and pids:
             feats.add("cgroup")
-            plan["cgroup_bases"] = (mem, pids)
+            plan["cgroup_bases"] = (mem, pids, jail.cgroup_base("cpu"))
         else:
             feats.add("rss")
         return plan
@@ -286,10 +307,12 @@ class Sandbox:
         plan, lim = self._plan, self.limits
         cfg = {
             "features": sorted(plan["features"] - {"rss"}), "scratch": scratch, "main": main,
-            "hide": plan["hide"], "expose": plan["expose"], "read_paths": plan["read_paths"],
+            "hide": plan["hide"], "expose": plan["expose"], "keep": plan["read_paths"],
+            "landlock_read": plan["read_paths"], "cover": plan["cover"],
+            "scratch_bytes": lim.scratch_bytes, "scratch_inodes": lim.scratch_files,
             "landlock_abi": plan["landlock_abi"], "userns": plan["userns"], "cgroups": cgroups,
             "cpu_seconds": int(2 * lim.submission_timeout_s) + 1, "max_file_bytes": lim.max_file_bytes,
-            "sys_path": [p for p in sys.path if p and os.path.isdir(p) and not _is_ours(p)],
+            "sys_path": self._sys_path,
             "address_space": (max(3 * GiB, lim.memory_bytes + 3 * GiB // 2)
                               if "rss" in self.features and self.device == "cpu" else 0),
             "nproc": 0, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -346,18 +369,26 @@ class Sandbox:
     def _make_cgroups(self, seq: int) -> list[str]:
         if not self._plan["cgroup_bases"]:
             return []
-        mem_base, pids_base = self._plan["cgroup_bases"]
+        mem_base, pids_base, cpu_base = self._plan["cgroup_bases"]
         name = f"grader-{os.getpid()}-{seq}"
         mem, pids = os.path.join(mem_base, name), os.path.join(pids_base, name)
         os.mkdir(mem)
         os.mkdir(pids)
+        made = [mem, pids]
+        if cpu_base:
+            cpu = os.path.join(cpu_base, name)
+            os.mkdir(cpu)
+            made.append(cpu)
+            period = 100_000
+            _write(os.path.join(cpu, "cpu.cfs_period_us"), str(period))
+            _write(os.path.join(cpu, "cpu.cfs_quota_us"), str(max(1000, int(period * self.limits.cpu_quota))))
         _write(os.path.join(mem, "memory.limit_in_bytes"), str(self.limits.memory_bytes))
         try:
             _write(os.path.join(mem, "memory.memsw.limit_in_bytes"), str(self.limits.memory_bytes))
         except OSError:
             pass
         _write(os.path.join(pids, "pids.max"), str(self.limits.max_pids))
-        return [mem, pids]
+        return made
 
     def _retire(self, w: "Worker") -> bool:
         """Hand a killed worker's clean-up to the reaper thread; False: do it now (closed, or backlog)."""
@@ -402,11 +433,16 @@ class Sandbox:
             pass
 
 
-def _is_ours(path: str) -> bool:
-    import grader
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))
-    return os.path.abspath(path) == root or path in ("", ".")
+def _worker_sys_path(readable: list[str]) -> list[str]:
+    """The worker's sys.path: this process's folders that the worker may read (all but the grader's
+    own where nothing is hidden from it: the "process" level)."""
+    if readable:
+        return [p for p in jail.library_path() if os.path.isdir(p)
+                and any(p == r or jail.below(p, r) for r in readable)]
+    secret, checkout = jail.grader_paths()
+    mine = secret + ([checkout] if checkout else [])
+    return [p for p in jail.library_path() if os.path.isdir(p)
+            and not any(p == m or jail.below(p, m) for m in mine)]
 
 
 def _request_frame(msg: dict) -> bytes:
@@ -485,6 +521,9 @@ class Worker:
         self._sent: collections.deque[bytes] = collections.deque()  # requests whose replies are not yet read
         self.record: list[bytes] | None = None
         """When a list: every request frame sent is appended to it (to learn a call plan)."""
+        self.reply_cap: int | None = None
+        """Largest reply payload the current case can expect (set by the engine per case); a larger
+        one is refused before it is read (never above ``limits.max_result_bytes``)."""
 
     # -- start and load --
     def _start(self) -> None:
@@ -515,8 +554,12 @@ class Worker:
         if not reply.get("ok"):
             err = reply.get("error") or {}
             return LoadReport(ok=False, message=f"{err.get('type')}: {err.get('message')}")
+        raw = [e for e in reply.get("cell_errors", []) if type(e) is dict]
+        if any(e.get("errno") in DISK_ERRNOS for e in raw):
+            crash = WorkerCrashed("disk", _disk_message(self.limits))
+            return LoadReport(ok=False, message=_load_failure_message(crash), failure=crash)
         errors = [CellError(cell=e.get("cell"), error=str(e.get("error")), traceback=str(e.get("traceback")))
-                  for e in reply.get("cell_errors", [])]
+                  for e in raw]
         defined = tuple(str(x) for x in reply.get("defined", []))
         ok = bool(reply.get("completed")) or bool(defined)
         message = ""
@@ -654,6 +697,8 @@ class Worker:
             err = reply.get("error")
             if type(err) is not dict:
                 raise WireError("error reply without details")
+            if err.get("errno") in DISK_ERRNOS:
+                self._die(WorkerCrashed("disk", _disk_message(self.limits)), "disk")
             raise StudentError(_s(err.get("type"))[:200], _s(err.get("message")), _s(err.get("traceback")))
         return reply
 
@@ -718,7 +763,7 @@ class Worker:
             if need is None and len(self._in) >= PREFIX.size:
                 try:
                     need = check_prefix(bytes(self._in[:PREFIX.size]), max_header=MAX_HEADER_BYTES,
-                                        max_payload=self.limits.max_result_bytes)
+                                        max_payload=self._reply_limit())
                 except WireError as e:
                     self._die(WireError(f"invalid reply while {phase}: {e}"), "protocol")
             if need is not None and len(self._in) == PREFIX.size + need[0] + need[1]:
@@ -763,6 +808,10 @@ class Worker:
                 if not chunk:
                     self._crashed(phase)
                 self._in += chunk
+
+    def _reply_limit(self) -> int:
+        cap = self.limits.max_result_bytes
+        return cap if self.reply_cap is None else min(cap, self.reply_cap)
 
     def _more_waiting(self) -> bool:
         """Bytes on the channel that no request is waiting for (a worker writing to it itself)."""
@@ -1019,6 +1068,15 @@ def _device_map(device: str) -> str:
 
 def _s(v: Any) -> str:
     return v if isinstance(v, str) else ("" if v is None else str(v))
+
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _disk_message(limits: Limits) -> str:
+    return (f"your code wrote more than its files may hold ({limits.scratch_bytes >> 20} MiB and "
+            f"{limits.scratch_files} files in all, {limits.max_file_bytes >> 20} MiB in one file), "
+            "so it was stopped")
 
 
 def _memory_message(limits: Limits, phase: str) -> str:

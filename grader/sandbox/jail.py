@@ -7,8 +7,17 @@ Features (each either fully applied or not claimed):
 - ``uid``: the worker drops to uid/gid 65534 (only when the grader runs as root);
 - ``landlock``: reads limited to the interpreter and libraries, writes to the scratch dir; TCP
   connect/bind and signals outside the worker denied where the kernel's ABI has them;
-- ``cgroup``: a memory + pids cgroup (v1) per worker, else ``rss`` polling by the grader;
+- ``cgroup``: a memory + pids cgroup (v1) per worker, and a cpu cgroup with a quota where the
+  kernel has one (a worker and everything it starts share one CPU at most), else ``rss`` polling;
+- ``seccomp``: a system-call filter (``grader.sandbox.seccomp``): no keyrings, no sockets, no new
+  namespaces, no mounts, ptrace, bpf, io_uring or userfaultfd; and a fresh, empty session keyring;
 - ``rlimits``: CPU, file size, core, open files (always, on POSIX).
+
+With namespaces, the worker's scratch dir is a tmpfs of its own, limited in bytes and files (its
+pages count against the worker's memory cgroup), /tmp and the other world-writable folders are
+empty tmpfs, and the grader's own files (its package, the reference, the assignments, the checkout)
+are covered by empty mounts. With Landlock, they are also left out of the read allowlist, entry by
+entry where they sit inside an allowed folder (site-packages).
 
 ``python -m grader.sandbox.jail`` prints the probe as JSON (run by the grader, which never forks
 itself).
@@ -22,7 +31,13 @@ import json
 import os
 import resource
 import sys
-from typing import Any
+from typing import Any, Callable
+
+try:
+    from grader.sandbox import seccomp
+except ImportError:  # run as a script by the probe (python -I jail.py): the module beside this one
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import seccomp  # type: ignore[no-redef]
 
 NOBODY = 65534
 
@@ -44,6 +59,7 @@ MS_NOEXEC = 8
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+MS_REMOUNT = 32
 MNT_DETACH = 2
 
 SYS_landlock_create_ruleset = 444
@@ -94,7 +110,21 @@ def probe() -> dict[str, Any]:
         info["userns"] = _try_in_child(lambda: unshare(NS_FLAGS | CLONE_NEWUSER))
         info["namespaces"] = info["userns"]
     info["landlock"] = landlock_abi()
+    info["seccomp"] = _try_in_child(_seccomp_works)
     return info
+
+
+def _seccomp_works() -> None:
+    """Load the worker's filter in a throw-away child, then check that it denies what it must."""
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    seccomp.build().load()
+    import socket
+
+    try:
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+    except PermissionError:
+        return
+    raise RuntimeError("socket() still allowed")
 
 
 def _try_in_child(fn) -> bool:
@@ -215,11 +245,18 @@ def enter_worker(cfg: dict) -> list[str]:
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         prctl(PR_SET_PDEATHSIG, 9)
     if "landlock" in feats:
-        landlock_restrict(cfg["read_paths"], [scratch], cfg.get("landlock_abi", 1))
+        landlock_restrict(cfg["landlock_read"], [scratch], cfg.get("landlock_abi", 1))
         applied.append("landlock")
     if "cgroup" in feats:
         applied.append("cgroup")
     os.chdir(scratch)
+    if "seccomp" in feats:  # last: it denies the mounts and namespaces used above
+        try:
+            seccomp.join_new_session_keyring()
+        except OSError:
+            pass  # a kernel without keyrings has nothing to leak through them
+        seccomp.build().load()
+        applied.append("seccomp")
     return applied
 
 
@@ -243,24 +280,89 @@ def _rlimits(cfg: dict) -> None:
         setl(resource.RLIMIT_NPROC, int(cfg["nproc"]))
 
 
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/shm", "/var/lock", "/run/lock", "/dev/mqueue")
+"""Folders any uid may write to on a usual Linux: each worker gets empty ones of its own, so that
+nothing written there outlives it or reaches another worker."""
+
+
 def _private_mounts(cfg: dict) -> None:
-    """Private /proc (this PID namespace only), private /tmp, and the interpreter made reachable
-    for uid 65534 by replacing unreadable ancestors (e.g. /root) with a tmpfs holding only it."""
+    """The worker's view of the file system, in its own mount namespace:
+
+    - an empty tmpfs over /tmp, the other world-writable folders, the unreadable ancestors of the
+      interpreter (``hide``, e.g. /root) and the grader's own folders (``cover``); every path the
+      worker must read (``keep``: the interpreter, sys.path, libraries) that lay below one of them is
+      bound back in place, so a virtualenv under /tmp or /root still imports;
+    - the scratch dir: a tmpfs of its own (``scratch_bytes``, ``scratch_inodes``) holding a copy of
+      the files the grader put there;
+    - a private /proc (this PID namespace only).
+    """
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    keep = [cfg["scratch"]] + list(cfg.get("expose", []))
-    for d in sorted({"/tmp"} | set(cfg.get("hide", []))):
-        inside = [p for p in keep if p.startswith(d.rstrip("/") + "/")]
-        # Hold each kept path by an fd: it stays reachable through /proc/self/fd once hidden.
-        held = [(os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), p) for p in inside]
-        mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64m")
-        for fd, p in held:
-            os.makedirs(p, exist_ok=True)
-            mount(f"/proc/self/fd/{fd}", p, None, MS_BIND | MS_REC)
-            os.close(fd)
+    scratch = cfg["scratch"]
+    keep = sorted(set(cfg.get("expose", [])) | set(cfg.get("keep", [])))
+    writable = {d for d in WORLD_WRITABLE if os.path.isdir(d)} | set(cfg.get("hide", []))
+    covered = set(cfg.get("cover", []))
+    src = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for d in sorted(writable | covered, key=len):  # outer folders first
+            if os.path.isdir(d):
+                _mask(d, [p for p in keep if below(p, d)], read_only=d in covered)
+            elif d in covered and os.path.isfile(d):
+                mount("/dev/null", d, None, MS_BIND)
+        os.makedirs(scratch, exist_ok=True)
+        mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV,
+              f"mode=0755,size={int(cfg['scratch_bytes'])},nr_inodes={int(cfg['scratch_inodes'])}")
+        _copy_tree(src, scratch)
+    finally:
+        os.close(src)
     try:
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     except OSError:
         pass
+
+
+def _mask(folder: str, keep: list[str], *, read_only: bool) -> None:
+    """An empty tmpfs over `folder`, with the paths in `keep` (below it) bound back in place."""
+    held = []
+    for p in keep:  # held by an fd: reachable through /proc/self/fd once covered
+        try:
+            held.append((os.open(p, os.O_PATH | os.O_CLOEXEC), p))
+        except OSError:
+            pass
+    mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096")
+    for fd, p in held:
+        try:
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(p, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+                open(p, "a").close()
+            mount(f"/proc/self/fd/{fd}", p, None, MS_BIND | MS_REC)
+        finally:
+            os.close(fd)
+    if read_only:
+        mount(None, folder, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def below(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
+
+
+def _copy_tree(src_fd: int, dest: str) -> None:
+    """Copy the files and folders under the directory `src_fd` into `dest` (no links followed)."""
+    for entry in os.scandir(src_fd):
+        if entry.is_dir(follow_symlinks=False):
+            os.mkdir(os.path.join(dest, entry.name))
+            sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          dir_fd=src_fd)
+            try:
+                _copy_tree(sub, os.path.join(dest, entry.name))
+            finally:
+                os.close(sub)
+        elif entry.is_file(follow_symlinks=False):
+            fd = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_fd)
+            with os.fdopen(fd, "rb") as f, open(os.path.join(dest, entry.name), "wb") as out:
+                while chunk := f.read(1 << 20):
+                    out.write(chunk)
 
 
 def hidden_ancestors(paths: list[str]) -> list[str]:
@@ -328,8 +430,10 @@ def landlock_restrict(read_paths: list[str], write_paths: list[str], abi: int) -
         os.close(rfd)
 
 
-def read_allowlist(extra: list[str] = ()) -> list[str]:
-    """Where a worker may read: the interpreter, its libraries and system files, never the grader."""
+def read_allowlist(*, with_sys_path: bool = True) -> list[str]:
+    """Where a worker may read: the interpreter, its libraries and system files, the folders of every
+    shared library this process has mapped (a conda or Nix store included) and, `with_sys_path`,
+    every sys.path folder (.pth additions too). The grader's own files come out in `worker_paths`."""
     import sysconfig
 
     paths = {"/usr", "/lib", "/lib64", "/bin", "/etc", "/proc", "/sys", sys.prefix, sys.base_prefix,
@@ -343,8 +447,96 @@ def read_allowlist(extra: list[str] = ()) -> list[str]:
         m = sys.modules.get(mod)
         if m is not None and getattr(m, "__file__", None):
             paths.add(os.path.dirname(os.path.dirname(os.path.realpath(m.__file__))))
-    paths.update(extra)
-    return sorted(p for p in paths if p and os.path.exists(p))
+    if with_sys_path:
+        paths.update(library_path())
+    paths.update(_mapped_library_dirs())
+    return sorted(os.path.normpath(p) for p in paths if p and os.path.exists(p))
+
+
+def library_path() -> list[str]:
+    """This process's sys.path without the folder of the script that runs it or the current
+    folder (an instructor's course folder, say): what installed code is imported from."""
+    own = {os.path.realpath(os.getcwd())}
+    if sys.argv and sys.argv[0] not in ("", "-c", "-m"):
+        own.add(os.path.dirname(os.path.realpath(sys.argv[0])))
+    return [p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) not in own]
+
+
+def _mapped_library_dirs() -> set[str]:
+    out: set[str] = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/") and ".so" in parts[5]:
+                    out.add(os.path.dirname(parts[5].strip()))
+    except OSError:
+        pass
+    return out
+
+
+def grader_paths() -> tuple[list[str], str | None]:
+    """What a worker must never read: (this package, the reference and the assignment folders;
+    the checkout the grader runs from, if it runs from one: an editable install). Inside the
+    checkout, only an interpreter living there (a .venv) stays readable."""
+    import importlib.util
+
+    import grader
+
+    pkg = os.path.dirname(os.path.realpath(grader.__file__))
+    secret = {pkg}
+    try:
+        spec = importlib.util.find_spec("reference")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None:
+        secret.update(os.path.realpath(p) for p in (spec.submodule_search_locations or [spec.origin or ""]) if p)
+    try:
+        from grader.assignments import search_path
+        secret.update(str(p) for p in search_path())
+    except Exception:  # noqa: BLE001 - a broken assignment folder must not open the jail
+        pass
+    root = os.path.dirname(pkg)
+    checkout = root if any(os.path.exists(os.path.join(root, m)) for m in ("pyproject.toml", ".git", "setup.py")) else None
+    return sorted(secret), checkout
+
+
+def worker_paths() -> tuple[list[str], list[str]]:
+    """(what a worker may read, what is covered in its mount namespace)."""
+    secret, checkout = grader_paths()
+    hidden = secret + ([checkout] if checkout else [])
+    readable = allow_except(read_allowlist(), hidden)
+    if checkout:  # an interpreter inside the checkout (a .venv) stays visible; nothing else there
+        readable += [p for p in read_allowlist(with_sys_path=False) if below(p, checkout)]
+        readable += [p for p in library_path() if below(p, checkout)
+                     and any(below(p, r) for r in readable if below(r, checkout))]
+    return allow_except(sorted(set(readable)), secret), hidden
+
+
+def allow_except(allowed: list[str], denied: list[str],
+                 listdir: Callable[[str], list[str]] = os.listdir) -> list[str]:
+    """`allowed` minus everything at or below a `denied` path, for an allow-only mechanism
+    (Landlock): an allowed folder holding a denied path is replaced by its entries, recursively,
+    leaving the denied ones out."""
+    denied = [os.path.normpath(d) for d in denied]
+    out: set[str] = set()
+
+    def visit(p: str) -> None:
+        if any(p == d or below(p, d) for d in denied):
+            return
+        if not any(below(d, p) for d in denied):
+            out.add(p)
+            return
+        try:
+            names = listdir(p)
+        except OSError:
+            return
+        for name in names:
+            visit(os.path.join(p, name))
+
+    for a in allowed:
+        visit(os.path.normpath(a))
+    return sorted(out)
 
 
 if __name__ == "__main__":

@@ -365,7 +365,7 @@ class Server:
                 d = self.describe_exc(e)
                 errors.append({"cell": unit.get("cell"), "label": unit["label"],
                                "error": f"{d['type']}: {d['message']}" if d["message"] else d["type"],
-                               "traceback": d["traceback"]})
+                               "traceback": d["traceback"], "errno": d["errno"]})
         return {"ok": True, "cell_errors": errors, "completed": completed, "defined": self.defined()}
 
     def op_describe(self, req: dict) -> dict:
@@ -472,7 +472,8 @@ class Server:
         except BaseException:
             message = "<unprintable exception>"
         tb = self.student_traceback(e)
-        return {"type": type(e).__name__[:200], "message": message[:MAX_TEXT], "traceback": tb}
+        code = e.errno if isinstance(e, OSError) and type(e.errno) is int else None
+        return {"type": type(e).__name__[:200], "message": message[:MAX_TEXT], "traceback": tb, "errno": code}
 
     def student_traceback(self, e: BaseException) -> str:
         try:

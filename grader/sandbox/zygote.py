@@ -82,6 +82,11 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
         _warm_meta()
     from grader.sandbox import jail, worker
 
+    try:
+        jail.seccomp.build()  # once here: each worker only loads it
+    except OSError:
+        pass  # the jail probe finds the same and claims no seccomp
+
     # The first torch.manual_seed() of a process queues the seed for every device not yet
     # initialised, formatting a stack trace each time (~800 page faults in a fresh fork); done once
     # here, every worker inherits the queued seed (see Server._prepare).
