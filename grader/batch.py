@@ -42,7 +42,7 @@ from grader.load import LoadedSubmission, load_submission
 from grader.outdir import writable_dir
 from grader.report import RunInfo, load_results, write_all, write_result_json, write_submission
 from grader.report.dashboard import report_filename
-from grader.results import GradeReport, to_dict
+from grader.results import GradeReport, Outcome, to_dict
 from grader.sandbox import Limits, Sandbox, SandboxError
 
 LOCK_NAME = ".grader.lock"
@@ -310,7 +310,7 @@ def _grade_all(cfg: BatchConfig, dev: torch.device, todo: list[tuple[LedgerKey, 
     try:
         with _Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts:
             sandbox = _start_sandbox(limits_for(cfg.assignment), str(dev))
-            engines = _engines(cfg.assignment, sandbox, dev, 1 if forked else n, learn=total >= _LEARN_FROM)
+            engines = _engines(cfg.assignment, sandbox, dev, 1 if forked else n, learn=True)
             _freeze_heap()
             result.isolation = sandbox.isolation
             on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=result.isolation,
@@ -448,10 +448,6 @@ def _start_sandbox(limits: Limits, device: str) -> Sandbox:
         raise GraderError(f"the sandbox could not start: {e}") from e
 
 
-_LEARN_FROM = 3
-"""Batches of at least this many submissions learn the cases' calls first (it costs about one submission)."""
-
-
 def _engines(a: Assignment, sandbox: Sandbox, dev: torch.device, n: int, *, learn: bool = False) -> list[Engine]:
     """`n` engines on `sandbox`, sharing one computation of the reference setups and, with `learn`,
     one call plan learned from the trusted reference."""
@@ -466,16 +462,28 @@ def _engines(a: Assignment, sandbox: Sandbox, dev: torch.device, n: int, *, lear
 
 def _learn_calls(engine: Engine, a: Assignment) -> None:
     """Grade the trusted reference once, in a worker like any other, to learn the requests each case
-    makes (``Engine.learn_calls``). Where the reference does not implement the assignment's entry
-    points (an instructor's own assignment), nothing is learned and every call is its own round trip."""
+    makes (``Engine.learn_calls``), and to prove the environment: the reference must score 100 % in
+    this machine's real jail, or nothing is graded (`GraderError`). Where the reference does not
+    implement the assignment's entry points (an instructor's own assignment), nothing is learned
+    and every call is its own round trip."""
     from grader.validate import reference_submission
 
     with tempfile.TemporaryDirectory(prefix="grader-plan-") as tmp:
         try:
             path = reference_submission(a, Path(tmp))
-            engine.learn_calls(load_submission(path, main_module=a.main_module, cell_tag=a.cell_tag))
-        except (GraderError, SandboxError, OSError):
-            pass
+        except (GraderError, OSError):
+            return
+        try:
+            results = engine.learn_calls(load_submission(path, main_module=a.main_module, cell_tag=a.cell_tag))
+        except SandboxError as e:
+            raise GraderError(f"the trusted reference could not run in this machine's sandbox ({e}); "
+                              "nothing was graded") from e
+    failed = [r for r in results if r.outcome is not Outcome.PASSED]
+    if failed:
+        listed = "; ".join(f"{r.id}: {r.message}" for r in failed[:3]) + (" ..." if len(failed) > 3 else "")
+        raise GraderError(f"the trusted reference fails {len(failed)} of {len(results)} cases in this "
+                          f"machine's sandbox ({engine.sandbox.isolation}), so correct code would lose "
+                          f"points here; nothing was graded. {listed}")
 
 
 def _freeze_heap() -> None:

@@ -89,24 +89,30 @@ class Engine:
         for inst in self.instances:
             self.setup(inst)
 
-    def learn_calls(self, solution: LoadedSubmission) -> None:
+    def learn_calls(self, solution: LoadedSubmission) -> list[CaseResult]:
         """Grade `solution` (the trusted reference, as a submission) and keep, for each case it passes,
         the request frames it made. Every later submission's worker is then sent those frames ahead
         (``Worker.send_ahead``), so that its calls cost one round trip instead of one each. A case
         needs its inputs only, never the student's answers, to know its calls, as long as the
         answers are right. Requests are matched byte for byte; a submission that leaves the plan is
         moved to a fresh worker that repeats the requests made so far (``_leave_plan``), so reports
-        are the same as without a plan. Nothing is learned when the solution does not load."""
+        are the same as without a plan. Nothing is learned when the solution does not load.
+
+        Returns the solution's case results: a batch checks that the trusted reference scores
+        100 % in this machine's real jail before it grades anyone."""
         self._plan = {}  # none while the solution itself is graded
         learned: dict[str, list[bytes]] = {}
         worker = self.sandbox.open(solution)
         try:
             if worker.load.ok:
                 worker.record = []
-                _, worker = self._run_cases(solution, worker, learn=learned)
+                results, worker = self._run_cases(solution, worker, learn=learned)
+            else:
+                results = self._all_failed("load-error", worker.load.message)
         finally:
             worker.close()  # all of it gone before a batch forks its slot processes
         self._plan = learned
+        return results
 
     def environment(self) -> Environment:
         """What every report records about the grading environment; fixed once every setup exists."""

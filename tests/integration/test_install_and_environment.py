@@ -1,0 +1,99 @@
+"""The grader as a new user installs it (a wheel in a fresh virtualenv under /tmp) and the
+environment self-test that refuses to grade wrong (issue "Integrity I", findings 2 and 8)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "submissions" / "masked-attention"
+ASSIGNMENT = ROOT / "assignments" / "masked-attention"
+HOSTILE = ROOT / "tests" / "data" / "hostile"
+LINUX = sys.platform.startswith("linux")
+
+
+@pytest.fixture(scope="module")
+def wheel_venv():
+    """A virtualenv under /tmp with the grader installed from its wheel (torch from this Python's
+    site-packages, so nothing is downloaded)."""
+    tmp = Path(tempfile.mkdtemp(prefix="grader-venv-", dir="/tmp"))
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                        "-w", str(tmp / "dist"), str(ROOT)], check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(tmp / "venv")], check=True)
+        subprocess.run([str(tmp / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-index", *map(str, (tmp / "dist").glob("*.whl"))], check=True, capture_output=True)
+        yield tmp / "venv"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GITHUB_STEP_SUMMARY")}
+
+
+def ci(venv: Path, submission: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(venv / "bin" / "grader"), "ci", str(submission), "-a", str(ASSIGNMENT)],
+                          capture_output=True, text=True, env=_env(), cwd=venv.parent, timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LINUX, reason="the jail is Linux's")
+def test_a_wheel_in_a_venv_under_tmp_grades_correct_code_fully_and_hides_the_reference(wheel_venv):
+    out = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", "import grader; print(grader.__file__)"],
+                         capture_output=True, text=True, check=True, cwd=tempfile.gettempdir(), env=_env()).stdout
+    assert out.startswith(str(wheel_venv))  # the wheel's grader, not the checkout's
+    good = ci(wheel_venv, SAMPLES / "correct" / "einsum.py")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "scored 41/41 (100%)" in good.stdout
+    cheat = ci(wheel_venv, HOSTILE / "imports_reference.py")
+    assert cheat.returncode == 1
+    assert "scored 0/41" in cheat.stdout
+    assert "No module named 'reference'" in cheat.stdout + cheat.stderr or "load-error" in cheat.stdout
+
+
+@pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="needs the uid drop (root) to make a folder unreadable")
+def test_ci_refuses_to_grade_where_the_jail_would_fail_correct_code(tmp_path):
+    private = tempfile.mkdtemp(prefix="grader-private-", dir="/tmp")  # mode 0700: not for uid 65534
+    try:
+        env = {**os.environ, "PYTHONPATH": private}
+        env.pop("GITHUB_STEP_SUMMARY", None)
+        proc = subprocess.run([sys.executable, "-m", "grader", "ci", str(SAMPLES / "correct" / "einsum.py"),
+                               "-a", "masked-attention", "--junit", str(tmp_path / "junit.xml")],
+                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    finally:
+        os.rmdir(private)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and f"the folder {private} on sys.path cannot be read" in errors[0]
+    assert "nothing was graded" in errors[0]
+    assert not (tmp_path / "junit.xml").exists()
+
+
+def test_grade_refuses_when_the_reference_fails_in_the_jail(tmp_path, monkeypatch):
+    from grader.engine import Engine
+    from grader.results import CaseResult, Outcome, Points
+
+    def failing(self, solution):
+        return [CaseResult(id="causal_square", title="t", outcome=Outcome.ERROR, points=Points(0, 1),
+                           hidden=False, concept="load-error", message="ModuleNotFoundError: torch.fx")]
+
+    monkeypatch.setattr(Engine, "learn_calls", failing)
+    (tmp_path / "in").mkdir()
+    shutil.copy(SAMPLES / "correct" / "einsum.py", tmp_path / "in" / "alice.py")
+    res = CliRunner().invoke(main, ["grade", str(tmp_path / "in"), "-a", "masked-attention",
+                                    "-o", str(tmp_path / "out"), "-j", "1"])
+    assert res.exit_code == 2, res.output
+    assert "the trusted reference fails 1 of 1 cases in this machine's sandbox" in res.output
+    assert "causal_square: ModuleNotFoundError: torch.fx" in res.output
+    assert not list((tmp_path / "out").glob("**/alice*.html"))
