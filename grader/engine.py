@@ -202,7 +202,7 @@ class Engine:
                 plan_from = n + 1
                 done = self._run_one(inst, worker)
             else:
-                died = done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash"  # restarted below
+                died = _died(done, worker)  # restarted below
                 if not died and sent.get(n, 0) > len(made or ()) - first:  # fewer calls than sent ahead
                     self._stop_plan_at(inst, len(made) - first)
                     worker = self._leave_plan(sub, worker, made)
@@ -211,7 +211,7 @@ class Engine:
             results.append(self._result(inst, done.outcome, done.verdict, time.perf_counter() - t0))
             if learn is not None and done.outcome is Outcome.PASSED:
                 learn[inst.id] = worker.record[first:]
-            if done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash":
+            if _died(done, worker):
                 _retire(worker)
                 restarts += 1
                 worker = self.sandbox.open(sub)
@@ -355,6 +355,13 @@ def _tensor_bytes(value: Any) -> int:
     if isinstance(value, (list, tuple)):
         return sum(_tensor_bytes(v) for v in value)
     return 0
+
+
+def _died(done: "_Outcome", worker) -> bool:
+    """The case ended with its worker gone (timed out, crashed, or killed for an invalid reply):
+    the next case needs a fresh one."""
+    return (done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash"
+            or getattr(worker, "alive", True) is False)
 
 
 def _retire(worker) -> None:

@@ -180,8 +180,13 @@ def check_prefix(prefix: bytes, *, max_header: int, max_payload: int) -> tuple[i
     if hlen == 0 or hlen > max_header:
         raise WireError(f"frame header of {hlen} bytes (limit {max_header})")
     if plen > max_payload:
-        raise WireError(f"frame payload of {plen} bytes is over the limit of {max_payload}")
+        raise WireError(f"a reply of {_mib(plen)} where at most {_mib(max_payload)} is expected "
+                        f"(frame payload of {plen} bytes is over the limit of {max_payload})")
     return hlen, plen
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
 
 
 def decode_frame(header: bytes, payload: bytes | bytearray | memoryview, *,

@@ -97,3 +97,17 @@ def test_grade_refuses_when_the_reference_fails_in_the_jail(tmp_path, monkeypatc
     assert "the trusted reference fails 1 of 1 cases in this machine's sandbox" in res.output
     assert "causal_square: ModuleNotFoundError: torch.fx" in res.output
     assert not list((tmp_path / "out").glob("**/alice*.html"))
+
+
+def test_an_oversized_reply_costs_its_own_cases_only(tmp_path):
+    """Finding 7: a reply far beyond what the case expects is refused before the grader reads it,
+    the worker is replaced, and the other functions are still graded."""
+    sub = tmp_path / "huge.py"
+    sub.write_text((SAMPLES / "correct" / "einsum.py").read_text()
+                   + "\n\ndef padding_mask(lengths, max_len, side='right'):\n    return torch.zeros(60 << 18)\n")
+    res = CliRunner().invoke(main, ["ci", str(sub), "-a", "masked-attention", "--junit", str(tmp_path / "j.xml")])
+    assert res.exit_code == 1, res.output
+    assert "a reply of 60.0 MiB where at most 16.0 MiB is expected" in res.output
+    score = next(line for line in res.output.splitlines() if "scored" in line)
+    got = int(score.split("scored ")[1].split("/")[0])
+    assert 20 <= got < 41, score  # only the padding-mask cases are lost
