@@ -454,12 +454,51 @@ def read_allowlist(*, with_sys_path: bool = True) -> list[str]:
 
 
 def library_path() -> list[str]:
-    """This process's sys.path without the folder of the script that runs it or the current
-    folder (an instructor's course folder, say): what installed code is imported from."""
+    """The folders of this process's sys.path that installed code is imported from, the ones a
+    fresh interpreter would have too: the installation (stdlib, site-packages), PYTHONPATH and
+    what .pth files add. Not what was added at run time: the folder of the script that runs the
+    grader, the current folder (an instructor's course folder, say), a test runner's or a Dask
+    worker's own folders."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                               getattr(sys, "base_exec_prefix", sys.exec_prefix))}
+    wanted = {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+              if p and os.path.isabs(p)}
+    sites = [p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
+    for site_dir in sites:
+        wanted.update(_pth_paths(site_dir))
     own = {os.path.realpath(os.getcwd())}
     if sys.argv and sys.argv[0] not in ("", "-c", "-m"):
         own.add(os.path.dirname(os.path.realpath(sys.argv[0])))
-    return [p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) not in own]
+    out = []
+    for p in sys.path:
+        if not p or not os.path.isabs(p):
+            continue
+        real = os.path.realpath(p)
+        if real in own and real not in wanted:
+            continue
+        if (p in sites or real in wanted
+                or any(real == pre or below(real, pre) for pre in prefixes)):
+            out.append(p)
+    return out
+
+
+def _pth_paths(site_dir: str) -> set[str]:
+    """The folders the .pth files of a site dir add to sys.path."""
+    out: set[str] = set()
+    try:
+        names = [n for n in os.listdir(site_dir) if n.endswith(".pth")]
+    except OSError:
+        return out
+    for name in names:
+        try:
+            with open(os.path.join(site_dir, name), encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    line = line.strip()
+                    if line and not line.startswith(("#", "import ", "import\t")):
+                        out.add(os.path.realpath(os.path.join(site_dir, line)))
+        except OSError:
+            continue
+    return out
 
 
 def _mapped_library_dirs() -> set[str]:

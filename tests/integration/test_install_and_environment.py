@@ -65,6 +65,7 @@ def test_a_wheel_in_a_venv_under_tmp_grades_correct_code_fully_and_hides_the_ref
 @pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="needs the uid drop (root) to make a folder unreadable")
 def test_ci_refuses_to_grade_where_the_jail_would_fail_correct_code(tmp_path):
     private = tempfile.mkdtemp(prefix="grader-private-", dir="/tmp")  # mode 0700: not for uid 65534
+    Path(private, "course_helpers.py").write_text("X = 1\n")  # something to import there
     try:
         env = {**os.environ, "PYTHONPATH": private}
         env.pop("GITHUB_STEP_SUMMARY", None)
@@ -72,7 +73,7 @@ def test_ci_refuses_to_grade_where_the_jail_would_fail_correct_code(tmp_path):
                                "-a", "masked-attention", "--junit", str(tmp_path / "junit.xml")],
                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     finally:
-        os.rmdir(private)
+        shutil.rmtree(private)
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and f"the folder {private} on sys.path cannot be read" in errors[0]

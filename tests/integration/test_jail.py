@@ -193,7 +193,7 @@ def test_a_reply_over_the_cap_is_refused_before_it_is_read(sb):
 
 # 8. the interpreter and what it imports, wherever it lives --------------------------------------
 
-def test_a_library_folder_under_tmp_stays_importable(sb):
+def test_a_library_folder_under_tmp_stays_importable(sb, monkeypatch):
     lib = tempfile.mkdtemp(prefix="grader-lib-", dir="/tmp")
     try:
         os.chmod(lib, 0o755)
@@ -201,7 +201,8 @@ def test_a_library_folder_under_tmp_stays_importable(sb):
         pkg.mkdir()
         (pkg / "__init__.py").write_text("VALUE = 42\n")
         os.chmod(pkg, 0o755)
-        sys.path.append(lib)
+        sys.path.append(lib)  # as PYTHONPATH would put it there
+        monkeypatch.setenv("PYTHONPATH", lib)
         try:
             with Sandbox(LIMITS, use_zygote=sb.uses_zygote,
                          isolation="process" if sb.isolation.startswith("process") else "auto") as box:
@@ -222,16 +223,19 @@ def test_lazy_torch_imports_work(sb):
         assert w.call("lazy_import") == "torch.fx.experimental.symbolic_shapes"
 
 
-def test_a_jail_that_would_fail_correct_code_refuses_to_start(sb):
+def test_a_jail_that_would_fail_correct_code_refuses_to_start(sb, monkeypatch):
     needs(sb, "uid")
     hidden = tempfile.mkdtemp(prefix="grader-private-", dir="/tmp")  # 0700: not for uid 65534
-    sys.path.append(hidden)
+    Path(hidden, "helpers_for_grading.py").write_text("X = 1\n")  # something to import there
+    sys.path.append(hidden)  # as PYTHONPATH would put it there
+    monkeypatch.setenv("PYTHONPATH", hidden)
     try:
         with pytest.raises(EnvironmentBroken, match=f"the folder {hidden} on sys.path cannot be read"):
             Sandbox(LIMITS, use_zygote=sb.uses_zygote)
     finally:
         sys.path.remove(hidden)
-        os.rmdir(hidden)
+        import shutil
+        shutil.rmtree(hidden)
 
 
 def test_isolation_names_seccomp_where_it_applies(sb):
