@@ -20,6 +20,7 @@ from grader.report.dashboard import RunInfo, report_filename, write_dashboard
 from grader.report.exports import write_gradescope, write_grades_csv, write_junit, write_markdown
 from grader.report.html import write_submission, write_text_atomic
 from grader.results import GradeReport, report_from_dict, to_dict
+from grader.untrusted import json_text
 
 
 class ResultsUnreadable(GraderError):
@@ -52,8 +53,7 @@ def _check_unique_names(reports: list[GradeReport]) -> None:
 def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str], data: dict | None = None) -> Path:
     """`<results_dir>/<id>.json`, the canonical form (NaN/inf as strings, so strict JSON).
     `data`: ``to_dict(report)`` when the caller already has it."""
-    text = json.dumps(to_dict(report) if data is None else data, indent=2, ensure_ascii=False,
-                      allow_nan=False) + "\n"
+    text = json_text(to_dict(report) if data is None else data, indent=2) + "\n"
     return write_text_atomic(Path(results_dir) / f"{report_filename(report.submission.id)}.json", text)
 
 
