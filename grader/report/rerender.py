@@ -43,7 +43,7 @@ class Written:
 def _check_unique_names(reports: list[GradeReport]) -> None:
     names: dict[str, str] = {}
     for r in reports:
-        name = report_filename(r.submission.id)
+        name = report_filename(r.submission.id).casefold()  # as a case-insensitive file system sees it
         if name in names and names[name] != r.submission.id:
             raise GraderError(f"student ids {names[name]!r} and {r.submission.id!r} would share the file "
                               f"{name}.html; rename one submission")
