@@ -263,8 +263,24 @@ def _read_zip(path: str) -> dict[str, bytes]:
                 raise _Refused(f"{name}: {member} could not be unpacked ({e})") from None
             if len(data) > MAX_FILE_BYTES:
                 raise _Refused(f"{name}: {member} is larger than {MAX_FILE_BYTES >> 20} MB")
-            files["/".join(p for p in parts if p not in ("", "."))] = data
+            rel = "/".join(p for p in parts if p not in ("", "."))
+            if rel in files:
+                raise _Refused(f"{name} holds {rel!r} twice; zip each file once")
+            files[rel] = data
+    _check_no_clash(files, name)
     return _strip_common_dir(files)
+
+
+def _check_no_clash(files: dict[str, bytes], name: str) -> None:
+    """Refuse a tree that cannot be unpacked: a file whose path is also a folder of another file
+    (``utils`` and ``utils/helpers.py``), at any depth."""
+    for rel in sorted(files):
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            if folder in files:
+                raise _Refused(f"{name} holds both a file and a folder named {folder!r} (the folder holds "
+                               f"{rel!r}); rename one of them and zip again")
 
 
 def _strip_common_dir(files: dict[str, bytes]) -> dict[str, bytes]:

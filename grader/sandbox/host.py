@@ -444,9 +444,12 @@ def _write_files(scratch: str, files: dict[str, bytes]) -> None:
         if os.path.isabs(norm) or norm.startswith("..") or "\x00" in norm:
             raise SandboxError(f"refusing to write {rel!r} outside the scratch dir")
         dest = os.path.join(scratch, norm)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        with open(dest, "wb") as f:
-            f.write(data)
+        try:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(data)
+        except OSError as e:  # the message names the submission's path, never the host's scratch dir
+            raise SandboxError(f"cannot write the submission's file {rel!r}: {e.strerror or type(e).__name__}") from None
 
 
 class Worker:
