@@ -179,6 +179,15 @@ class Engine:
         results: list[CaseResult] = []
         restarts = 0
         deadline = time.monotonic() + self.sandbox.limits.submission_timeout_s
+
+        def send(worker, n: int) -> None:
+            """Send case `n`'s planned requests (with the public ones after it), marking the output
+            first when a hidden case's inputs are about to go."""
+            nonlocal plan_from
+            if self.instances[n].case.hidden and output is not None:
+                output.mark(worker)
+            plan_from = self._send_plan(worker, n, missing, sent)
+
         for n, inst in enumerate(self.instances):
             absent = [name for name in inst.case.uses if name in missing]
             if absent:
@@ -195,12 +204,22 @@ class Engine:
             if inst.case.hidden and output is not None:
                 output.mark(worker)
             if plan_from is not None and n >= plan_from and not getattr(worker, "queued", 0):
-                plan_from = self._send_plan(worker, n, sent)
+                send(worker, n)
             t0 = time.perf_counter()
             made = getattr(worker, "record", None)
             first = len(made) if made is not None else 0
+
+            def next_case(worker=worker, n=n, first=first) -> None:
+                # Case n has made every planned call and the worker holds nothing more: the next
+                # case's requests go now, so the worker runs them while this process compares.
+                nxt = n + 1
+                if (plan_from == nxt and nxt < len(self.instances) and worker.queued == 0
+                        and self._plan_complete(n) and len(worker.record) - first == sent.get(n)
+                        and restarts <= self.max_restarts and time.monotonic() <= deadline):
+                    send(worker, nxt)
+
             try:
-                done = self._run_one(inst, worker)
+                done = self._run_one(inst, worker, on_call=next_case if sent.get(n) else None)
             except OffPlan:  # a request other than the next one sent ahead
                 self._stop_plan_at(inst, len(made) - first)
                 worker = self._leave_plan(sub, worker, made[:first])
@@ -228,22 +247,41 @@ class Engine:
 
     # --- the call plan: requests sent ahead (see learn_calls) -------------------------------
 
-    def _send_plan(self, worker, n: int, sent: dict[int, int]) -> int | None:
-        """Send ahead, in one write, the learned requests of case `n` (only those before the point
-        where a submission is known to leave its plan). One case at a time: the worker's channel is
-        readable by the student's code, so it never holds the inputs of a case that has not started.
-        Returns the next case to send for (None: none is left)."""
+    def _send_plan(self, worker, n: int, missing: dict[str, str], sent: dict[int, int]) -> int | None:
+        """Send ahead, in one write, the learned requests of case `n` and, while the cases are
+        public, of the cases after it, up to the first case known to leave its plan (only its calls
+        before that point are sent). A hidden case's requests go only once it starts, one case at
+        a time: the worker's channel is readable by the student's code, which must never hold the
+        inputs of a hidden case that has not started (a public case's are the student's anyway:
+        ``grader check`` runs them). Returns the next case to send for (None: none is left)."""
         if not self._plan or not hasattr(worker, "send_ahead"):
             return None
-        inst = self.instances[n]
-        cut = self._plan_stops.get(inst.id, 0 if inst.id not in self._plan else None)
-        planned = self._plan.get(inst.id, [])[:cut]
-        sent[n] = len(planned)
-        if planned:
+        frames: list[bytes] = []
+        after: int | None = None
+        for i in range(n, len(self.instances)):
+            inst = self.instances[i]
+            if i > n and inst.case.hidden:
+                after = i
+                break
+            if any(name in missing for name in inst.case.uses):
+                continue
+            cut = self._plan_stops.get(inst.id, 0 if inst.id not in self._plan else None)
+            planned = self._plan.get(inst.id, [])[:cut]
+            frames += planned
+            sent[i] = len(planned)
+            if cut is not None or inst.case.hidden:
+                after = i + 1
+                break
+        if frames:
             if worker.record is None:
                 worker.record = []
-            worker.send_ahead(planned)
-        return n + 1 if n + 1 < len(self.instances) else None
+            worker.send_ahead(frames)
+        return after if after is not None and after < len(self.instances) else None
+
+    def _plan_complete(self, n: int) -> bool:
+        """Case `n` has a learned plan that no submission has left: all of its calls are planned."""
+        inst = self.instances[n]
+        return inst.id in self._plan and inst.id not in self._plan_stops
 
     def _stop_plan_at(self, inst: CaseInstance, calls: int) -> None:
         """This case left its plan after `calls` requests: from now on only those are sent ahead."""
@@ -263,9 +301,11 @@ class Engine:
         fresh.record = list(made)
         return fresh
 
-    def _run_one(self, inst: CaseInstance, worker) -> _Outcome:
+    def _run_one(self, inst: CaseInstance, worker, on_call=None) -> _Outcome:
+        """`on_call`: called after each of the case's calls returns (see `_Calls`)."""
         try:
-            v = inst.case.check_fn(Student(worker), self.setup(inst), inst.param)
+            v = inst.case.check_fn(Student(worker if on_call is None else _Calls(worker, on_call)),
+                                   self.setup(inst), inst.param)
             return _Outcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
         except StudentError as e:
             # What the exception says never decides the outcome: a device case the trusted reference
@@ -355,6 +395,35 @@ class Engine:
             cases=results, load=load, environment=self.environment(),
             graded_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
             public_only=self.public_only)
+
+
+class _Calls:
+    """A worker as a case's check uses it, calling `after` each time one of its calls returns: the
+    engine sends the next case's planned requests once this case has made all of its own, while
+    this process compares the replies. The worker still never holds requests of a case other than
+    the one it runs (it has answered all of this one's)."""
+
+    def __init__(self, worker, after) -> None:
+        self._worker, self._after = worker, after
+
+    def _then(self, value):
+        self._after()
+        return value
+
+    def call(self, *args, **kwargs):
+        return self._then(self._worker.call(*args, **kwargs))
+
+    def call_method(self, *args, **kwargs):
+        return self._then(self._worker.call_method(*args, **kwargs))
+
+    def state_dict(self, *args, **kwargs):
+        return self._then(self._worker.state_dict(*args, **kwargs))
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._then(self._worker.load_state_dict(*args, **kwargs))
+
+    def vjp(self, *args, **kwargs):
+        return self._then(self._worker.vjp(*args, **kwargs))
 
 
 def submission_info(sub: LoadedSubmission, student_id: str | None = None) -> SubmissionInfo:
