@@ -41,8 +41,9 @@ def bad_chars(text: str) -> list[str]:
 
 def nasty_report(base, text: str = ALL, big: str = BIG):
     """`base` (a GradeReport) with every field a submission can influence set to nasty text."""
-    cases = [replace(c, message=f"{text} {big}", evidence=replace(c.evidence, notes=[text, big], traceback=f"{text}\n{big}",
-                                                                     expected_dtype=text, actual_dtype=text))
+    cases = [replace(c, message=f"{text} {big}",
+                     evidence=replace(c.evidence, notes=[text, big], traceback=f"{text}\n{big}",
+                                      expected_dtype=text, actual_dtype=text))
              for c in base.cases]
     load = replace(base.load, message=text, stdout=f"{MULTILINE}\n{big}", stderr=MULTILINE,
                    hidden_stdout=MULTILINE, hidden_stderr=MULTILINE,

@@ -449,7 +449,8 @@ def _write_files(scratch: str, files: dict[str, bytes]) -> None:
             with open(dest, "wb") as f:
                 f.write(data)
         except OSError as e:  # the message names the submission's path, never the host's scratch dir
-            raise SandboxError(f"cannot write the submission's file {rel!r}: {e.strerror or type(e).__name__}") from None
+            why = e.strerror or type(e).__name__
+            raise SandboxError(f"cannot write the submission's file {rel!r}: {why}") from None
 
 
 class Worker:
