@@ -448,8 +448,7 @@ class ClusterPool:
         """Every case ERROR ("crash"): grading this submission killed its Dask worker every time."""
         import torch
 
-        from grader.engine import Engine
-        from grader.results import SubmissionInfo
+        from grader.engine import Engine, submission_info
 
         if self._crash_engine is None:
             self._crash_engine = Engine(self.assignment, _Isolation(self.isolation), device=self.device)
@@ -458,7 +457,7 @@ class ClusterPool:
         tries = getattr(e, "allowed_failures", 0) + 1
         msg = (f"Grading this submission killed the grading process {tries} times (for example memory far past "
                "the limit), so none of its cases could be run.")
-        info = SubmissionInfo(id=key.student_id, sha256=sub.sha256, filename=Path(sub.path).name, kind=sub.kind)
+        info = submission_info(sub, key.student_id)
         return self._crash_engine.report_without_results(info, "crash", msg)
 
     def close(self) -> None:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.errors import GraderError, NoSubmissions
-from grader.load import student_id
+from grader import untrusted
+from grader.load import id_and_lms, name_hash
 
 SUBMISSION_SUFFIXES = (".py", ".ipynb", ".zip")
 OUTPUT_MARKERS = (".grader.lock", "gradebook.sqlite", "ledger.sqlite")
@@ -33,7 +34,7 @@ class Found:
     """One student's submission."""
 
     id: str
-    """Stable student id (`grader.load.student_id` of the file or folder name)."""
+    """Stable student id (`grader.load.student_id` of the file or folder name, made unique in the batch)."""
     path: Path
 
 
@@ -124,16 +125,37 @@ def _declared_samples(folder: Path, assignment_id: str) -> list[Path]:
 
 
 def _unique_ids(paths: list[Path]) -> list[Found]:
-    by_id: dict[str, Path] = {}
+    """One id per submission, unique also without case (`student_id`). Two different names that
+    still meet (a name spelled like another's hashed id) both get a hash of their exact name; the
+    same student twice (one file name given twice, or two files with the same LMS student number)
+    is an error naming both."""
+    groups: dict[str, list[tuple[str, bool, Path]]] = {}
     for p in paths:
-        sid = student_id(p)
-        if sid in by_id and not _same(by_id[sid], p):
-            raise GraderError(f"{by_id[sid]} and {p} both give student id {sid!r}; "
-                              "remove the older one or rename one of them")
-        by_id.setdefault(sid, p)
-    return [Found(sid, by_id[sid]) for sid in sorted(by_id)]
+        sid, lms = id_and_lms(p)
+        group = groups.setdefault(sid.casefold(), [])
+        if not any(_same(q, p) for _, _, q in group):
+            group.append((sid, lms, p))
+    out: dict[str, Path] = {}
+    taken: dict[str, Path] = {}  # casefolded id -> its submission
+    for members in groups.values():
+        if len(members) > 1:
+            (sid0, lms0, p0), (_, _, p1) = members[0], members[1]
+            if lms0 or p0.name == p1.name:
+                raise GraderError(f"{_shown(p0)} and {_shown(p1)} both give student id {sid0!r}; "
+                                  "remove the older one or rename one of them")
+            members = [(f"{sid}-{name_hash(p.name)}", lms, p) for sid, lms, p in members]
+        for sid, _, p in members:
+            if sid.casefold() in taken:
+                raise GraderError(f"{_shown(taken[sid.casefold()])} and {_shown(p)} both give student id {sid!r}; "
+                                  "rename one of them")
+            out[sid] = taken[sid.casefold()] = p
+    return [Found(sid, out[sid]) for sid in sorted(out)]
+
+
+def _shown(p: Path) -> str:
+    return untrusted.name(str(p), 1000)
 
 
 def _names(paths: list[Path], limit: int = 5) -> str:
-    names = [p.name for p in paths[:limit]]
+    names = [untrusted.name(p.name) for p in paths[:limit]]
     return ", ".join(names) + (", ..." if len(paths) > limit else "")

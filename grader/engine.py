@@ -9,6 +9,7 @@ case it was running; a fresh worker runs the rest (up to ``max_restarts``).
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
 import time
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ import torch
 from grader import __version__
 from grader.assignments import Assignment
 from grader.cases import CaseInstance, Setup, SetupContext, Verdict
-from grader.checks.diagnose import concept_of_exception, is_meta_inconclusive
+from grader import untrusted
+from grader.checks.diagnose import concept_of_exception
 from grader.load import LoadedSubmission, load_submission
+from grader.reference_run import NotInReference, ReferenceWorker
 from grader.results import (
     CONCEPTS, AssignmentInfo, CaseResult, Environment, Evidence, GradeReport, LoadInfo, Outcome, Points,
     SubmissionInfo,
@@ -65,7 +68,10 @@ class Engine:
         """Case instance id -> the request frames the trusted reference made in it (see learn_calls)."""
         self._plan_stops: dict[str, int] = {}
         """Case instance id -> how many of its planned requests to send ahead (a submission left the
-        plan there); the rest of it, and the cases after it, are sent once it has run."""
+        plan there); the rest of it is made the straight way."""
+        self._reference_runs: dict[str, bool] = {}
+        """Case instance id -> whether the trusted reference gets through the case's calls (see
+        `reference_runs`); filled when first needed."""
 
     # --- reference side (once per batch) ---------------------------------------------------
 
@@ -83,6 +89,7 @@ class Engine:
         self._setups = other._setups
         self._plan = other._plan
         self._plan_stops = other._plan_stops
+        self._reference_runs = other._reference_runs
 
     def prepare(self) -> None:
         """Compute every case's inputs and reference results now (before forking workers)."""
@@ -146,35 +153,48 @@ class Engine:
 
     def grade(self, sub: LoadedSubmission, *, student_id: str | None = None, worker=None) -> GradeReport:
         """`worker`: from ``start_worker(sub)``; otherwise one is started here."""
-        info = SubmissionInfo(id=student_id or sub.id, sha256=sub.sha256, filename=Path(sub.path).name, kind=sub.kind)
+        info = submission_info(sub, student_id)
         if sub.error:
             if worker is not None:
                 _retire(worker)
-            return self.report_without_results(info, "load-error", sub.error)
+            return self.report_without_results(info, "load-error", untrusted.text(sub.error, 4000))
         worker = self.sandbox.open(sub) if worker is None else self.sandbox.open(sub, started=worker)
+        output = _Output()
         try:
             if not worker.load.ok:
-                concept = "timeout" if "time" in worker.load.message.lower() else "load-error"
+                # Decided by what ended loading (the sandbox's own exception), never by its wording.
+                concept = "timeout" if isinstance(worker.load.failure, WorkerTimeout) else "load-error"
                 results = self._all_failed(concept, worker.load.message)
             else:
-                results, worker = self._run_cases(sub, worker)
-            stdout, stderr = worker.output()
+                results, worker = self._run_cases(sub, worker, output=output)
+            (stdout, stderr), (hidden_out, hidden_err) = output.split(worker)
             load = LoadInfo(ok=worker.load.ok, message=worker.load.message,
-                            cell_errors=list(worker.load.cell_errors), stdout=stdout, stderr=stderr)
+                            cell_errors=list(worker.load.cell_errors), stdout=stdout, stderr=stderr,
+                            hidden_stdout=hidden_out, hidden_stderr=hidden_err)
         finally:
             _retire(worker)
         return self._report(info, results, load)
 
     def _run_cases(self, sub: LoadedSubmission, worker, learn: dict[str, list[bytes]] | None = None,
-                   ) -> tuple[list[CaseResult], object]:
+                   output: "_Output | None" = None) -> tuple[list[CaseResult], object]:
         """Run every case; returns the results and the worker alive at the end (for its output).
-        `learn`: record each passed case's request frames into it (the worker's `record` is on)."""
+        `learn`: record each passed case's request frames into it (the worker's `record` is on).
+        `output`: marked before the first hidden case's inputs go to a worker."""
         missing = self._missing_names(worker)
         sent: dict[int, int] = {}  # instance index -> frames of its plan sent ahead to this worker
         plan_from: int | None = 0
         results: list[CaseResult] = []
         restarts = 0
         deadline = time.monotonic() + self.sandbox.limits.submission_timeout_s
+
+        def send(worker, n: int) -> None:
+            """Send case `n`'s planned requests (with the public ones after it), marking the output
+            first when a hidden case's inputs are about to go."""
+            nonlocal plan_from
+            if self.instances[n].case.hidden and output is not None:
+                output.mark(worker)
+            plan_from = self._send_plan(worker, n, missing, sent)
+
         for n, inst in enumerate(self.instances):
             absent = [name for name in inst.case.uses if name in missing]
             if absent:
@@ -188,13 +208,25 @@ class Engine:
                 results.append(self._result(inst, Outcome.TIMEOUT, Verdict.fail(
                     "timeout", "Not run: the whole submission ran past its time limit.")))
                 continue
+            if inst.case.hidden and output is not None:
+                output.mark(worker)
             if plan_from is not None and n >= plan_from and not getattr(worker, "queued", 0):
-                plan_from = self._send_plan(worker, n, missing, sent)
+                send(worker, n)
             t0 = time.perf_counter()
             made = getattr(worker, "record", None)
             first = len(made) if made is not None else 0
+
+            def next_case(worker=worker, n=n, first=first) -> None:
+                # Case n has made every planned call and the worker holds nothing more: the next
+                # case's requests go now, so the worker runs them while this process compares.
+                nxt = n + 1
+                if (plan_from == nxt and nxt < len(self.instances) and worker.queued == 0
+                        and self._plan_complete(n) and len(worker.record) - first == sent.get(n)
+                        and restarts <= self.max_restarts and time.monotonic() <= deadline):
+                    send(worker, nxt)
+
             try:
-                done = self._run_one(inst, worker)
+                done = self._run_one(inst, worker, on_call=next_case if sent.get(n) else None)
             except OffPlan:  # a request other than the next one sent ahead
                 self._stop_plan_at(inst, len(made) - first)
                 worker = self._leave_plan(sub, worker, made[:first])
@@ -222,30 +254,41 @@ class Engine:
 
     # --- the call plan: requests sent ahead (see learn_calls) -------------------------------
 
-    def _send_plan(self, worker, start: int, missing: dict[str, str], sent: dict[int, int]) -> int | None:
-        """Send ahead, in one write, the learned requests of the cases from `start` on, up to the
-        first case known to leave its plan (only the calls before that point are sent). Returns the
-        first case not sent (None: all were)."""
+    def _send_plan(self, worker, n: int, missing: dict[str, str], sent: dict[int, int]) -> int | None:
+        """Send ahead, in one write, the learned requests of case `n` and, while the cases are
+        public, of the cases after it, up to the first case known to leave its plan (only its calls
+        before that point are sent). A hidden case's requests go only once it starts, one case at
+        a time: the worker's channel is readable by the student's code, which must never hold the
+        inputs of a hidden case that has not started (a public case's are the student's anyway:
+        ``grader check`` runs them). Returns the next case to send for (None: none is left)."""
         if not self._plan or not hasattr(worker, "send_ahead"):
             return None
         frames: list[bytes] = []
         after: int | None = None
-        for i in range(start, len(self.instances)):
+        for i in range(n, len(self.instances)):
             inst = self.instances[i]
+            if i > n and inst.case.hidden:
+                after = i
+                break
             if any(name in missing for name in inst.case.uses):
                 continue
             cut = self._plan_stops.get(inst.id, 0 if inst.id not in self._plan else None)
             planned = self._plan.get(inst.id, [])[:cut]
             frames += planned
             sent[i] = len(planned)
-            if cut is not None:
+            if cut is not None or inst.case.hidden:
                 after = i + 1
                 break
         if frames:
             if worker.record is None:
                 worker.record = []
             worker.send_ahead(frames)
-        return after
+        return after if after is not None and after < len(self.instances) else None
+
+    def _plan_complete(self, n: int) -> bool:
+        """Case `n` has a learned plan that no submission has left: all of its calls are planned."""
+        inst = self.instances[n]
+        return inst.id in self._plan and inst.id not in self._plan_stops
 
     def _stop_plan_at(self, inst: CaseInstance, calls: int) -> None:
         """This case left its plan after `calls` requests: from now on only those are sent ahead."""
@@ -265,19 +308,27 @@ class Engine:
         fresh.record = list(made)
         return fresh
 
-    def _run_one(self, inst: CaseInstance, worker) -> _Outcome:
+    def _run_one(self, inst: CaseInstance, worker, on_call=None) -> _Outcome:
+        """`on_call`: called after each of the case's calls returns (see `_Calls`)."""
         worker.reply_cap = reply_cap(self.setup(inst))
         try:
-            v = inst.case.check_fn(Student(worker), self.setup(inst), inst.param)
+            v = inst.case.check_fn(Student(worker if on_call is None else _Calls(worker, on_call)),
+                                   self.setup(inst), inst.param)
             return _Outcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
         except StudentError as e:
-            if inst.case.concept == "device-placement" and is_meta_inconclusive(e.message):
+            # What the exception says never decides the outcome: a device case the trusted reference
+            # cannot get through either is inconclusive for everyone; otherwise raising is an error.
+            device_case = inst.case.concept == "device-placement"
+            if device_case and not self.reference_runs(inst):
                 return _Outcome(Outcome.PASSED, Verdict.ok(
-                    "Inconclusive on the meta device (a data-dependent step such as .item()); not counted against you."))
+                    "Inconclusive on this device: the reference cannot make these calls here either; "
+                    "not counted against you."))
             concept = concept_of_exception(e.exc_type, e.message, inst.case.concept, inst.case.on_error)
             return _Outcome(Outcome.ERROR, Verdict.fail(
                 concept, f"Your code raised {e.exc_type}" + (f": {_short(e.message)}" if e.message.strip() else "")
-                + f". {CONCEPTS[concept]}.",
+                + f". {CONCEPTS[concept]}."
+                + (" The reference makes the same calls on these inputs without an error (meta tensors have "
+                   "no values: steps such as .item() or `if mask.any():` cannot run on them)." if device_case else ""),
                 Evidence(traceback=e.traceback)))
         except WorkerTimeout as e:
             return _Outcome(Outcome.TIMEOUT, Verdict.fail(
@@ -287,6 +338,25 @@ class Engine:
         except WireError as e:
             return _Outcome(Outcome.ERROR, Verdict.fail(
                 "signature", f"Your code returned something the grader cannot accept: {e}."))
+
+    def reference_runs(self, inst: CaseInstance) -> bool:
+        """Whether the trusted reference gets through `inst`'s calls on its inputs: the case's check
+        run in this process against ``reference`` (`grader.reference_run`), once per case. True also
+        when the reference does not provide the case's entry points (nothing to compare with: the
+        student's exception counts)."""
+        known = self._reference_runs.get(inst.id)
+        if known is None:
+            import reference
+
+            try:
+                inst.case.check_fn(Student(ReferenceWorker(reference)), self.setup(inst), inst.param)
+                known = True
+            except NotInReference:
+                known = True
+            except Exception:  # noqa: BLE001 - the reference itself cannot run this case here
+                known = False
+            self._reference_runs[inst.id] = known
+        return known
 
     def _missing_names(self, worker) -> dict[str, str]:
         """Entry point -> message, for entry points the submission lacks or defines as the wrong kind."""
@@ -362,6 +432,65 @@ def _died(done: "_Outcome", worker) -> bool:
     the next case needs a fresh one."""
     return (done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash"
             or getattr(worker, "alive", True) is False)
+
+
+class _Calls:
+    """A worker as a case's check uses it, calling `after` each time one of its calls returns: the
+    engine sends the next case's planned requests once this case has made all of its own, while
+    this process compares the replies. The worker still never holds requests of a case other than
+    the one it runs (it has answered all of this one's)."""
+
+    def __init__(self, worker, after) -> None:
+        self._worker, self._after = worker, after
+
+    def _then(self, value):
+        self._after()
+        return value
+
+    def call(self, *args, **kwargs):
+        return self._then(self._worker.call(*args, **kwargs))
+
+    def call_method(self, *args, **kwargs):
+        return self._then(self._worker.call_method(*args, **kwargs))
+
+    def state_dict(self, *args, **kwargs):
+        return self._then(self._worker.state_dict(*args, **kwargs))
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._then(self._worker.load_state_dict(*args, **kwargs))
+
+    def vjp(self, *args, **kwargs):
+        return self._then(self._worker.vjp(*args, **kwargs))
+
+
+def submission_info(sub: LoadedSubmission, student_id: str | None = None) -> SubmissionInfo:
+    """What a report records about the submission; the file name shown escaped (`untrusted.name`)."""
+    return SubmissionInfo(id=student_id or sub.id, sha256=sub.sha256, filename=untrusted.name(Path(sub.path).name),
+                          kind=sub.kind)
+
+
+class _Output:
+    """What the submission printed, split where the first hidden case's inputs were about to go to
+    its worker: before that the student may see it; after it, it may quote hidden inputs, so it is
+    kept for the instructor only (``LoadInfo.hidden_stdout``)."""
+
+    def __init__(self) -> None:
+        self._worker: object | None = None
+        self._before: tuple[str, str] | None = None
+
+    def mark(self, worker) -> None:
+        if self._before is None:
+            self._worker, self._before = worker, worker.output()
+
+    def split(self, worker) -> tuple[tuple[str, str], tuple[str, str]]:
+        """((stdout, stderr) the student may see, (stdout, stderr) for the instructor only)."""
+        now = worker.output()
+        if self._before is None:
+            return now, ("", "")
+        if worker is not self._worker:  # a fresh worker after the mark: all of it came after
+            return self._before, now
+        after = tuple(n[len(os.path.commonprefix([b, n])):] for b, n in zip(self._before, now))
+        return self._before, after  # type: ignore[return-value]
 
 
 def _retire(worker) -> None:

@@ -19,6 +19,7 @@ from grader.errors import GraderError
 from grader.ledger import BUSY_TIMEOUT_S, connect, translate
 from grader.report.text import csv_cell, fmt_points
 from grader.results import GradeReport
+from grader.untrusted import storable
 
 GRADEBOOK_NAME = "gradebook.sqlite"
 
@@ -134,11 +135,12 @@ class Gradebook:
                   out_dir: str) -> int:
         """A new run (status "running"); earlier runs on the same folder left "running" died: mark them interrupted."""
         with self._write():
-            self._conn.execute("UPDATE runs SET status='interrupted' WHERE status='running' AND out_dir=?", (out_dir,))
+            self._conn.execute("UPDATE runs SET status='interrupted' WHERE status='running' AND out_dir=?",
+                               (storable(out_dir),))
             cur = self._conn.execute(
                 "INSERT INTO runs (started_at, assignment, version, grader_version, device, isolation, out_dir, "
                 "status) VALUES (?, ?, ?, ?, ?, ?, ?, 'running')",
-                (now_iso(), assignment, version, grader_version, device, isolation, out_dir))
+                (now_iso(), *map(storable, (assignment, version, grader_version, device, isolation, out_dir))))
         return int(cur.lastrowid)
 
     def record(self, run_id: int, report: GradeReport, *, reused: bool) -> None:
@@ -146,8 +148,9 @@ class Gradebook:
         with self._write():
             self._conn.execute(
                 "INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, report.submission.id, s.earned, s.possible, round(s.percent, 4), int(reused),
-                 int(report.load.ok), report.submission.sha256, report.submission.filename, report.graded_at))
+                (run_id, storable(report.submission.id), s.earned, s.possible, round(s.percent, 4), int(reused),
+                 int(report.load.ok), storable(report.submission.sha256), storable(report.submission.filename),
+                 storable(report.graded_at)))
 
     def finish_run(self, run_id: int, *, status: str, graded: int, reused: int, failed_to_load: int,
                    errors: int, isolation: str = "") -> None:
@@ -155,7 +158,7 @@ class Gradebook:
             self._conn.execute(
                 "UPDATE runs SET finished_at=?, status=?, graded=?, reused=?, failed_to_load=?, errors=?, "
                 "isolation=COALESCE(NULLIF(?, ''), isolation) WHERE id=?",
-                (now_iso(), status, graded, reused, failed_to_load, errors, isolation, run_id))
+                (now_iso(), status, graded, reused, failed_to_load, errors, storable(isolation), run_id))
 
     def _write(self) -> "_Tx":
         return _Tx(self._conn, self.path)
@@ -168,7 +171,7 @@ class Gradebook:
 
     def scores(self, *, latest: bool = False, assignment: str | None = None) -> list[ScoreRow]:
         """Every score (by run, then student), or with `latest` each student's score in their latest run."""
-        where, args = ("WHERE r.assignment = ?", [assignment]) if assignment else ("", [])
+        where, args = ("WHERE r.assignment = ?", [storable(assignment)]) if assignment else ("", [])
         if latest:
             cond = ("s.run_id = (SELECT MAX(s2.run_id) FROM scores s2 JOIN runs r2 ON r2.id = s2.run_id "
                     "WHERE s2.student_id = s.student_id AND r2.assignment = r.assignment)")
@@ -177,7 +180,7 @@ class Gradebook:
         return [_score(r) for r in rows]
 
     def history(self, student_id: str) -> list[ScoreRow]:
-        rows = self._query(f"{_SCORE_SELECT} WHERE s.student_id = ? ORDER BY s.run_id", [student_id])
+        rows = self._query(f"{_SCORE_SELECT} WHERE s.student_id = ? ORDER BY s.run_id", [storable(student_id)])
         return [_score(r) for r in rows]
 
     def students(self) -> list[str]:

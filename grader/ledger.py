@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.errors import GradebookBusy, GraderError
+from grader.untrusted import json_text, storable
 from grader.results import GradeReport, report_from_dict, to_dict
 
 LEDGER_NAME = "ledger.sqlite"
@@ -107,7 +108,7 @@ class Ledger:
     def record(self, key: LedgerKey, report: GradeReport, data: dict | None = None) -> None:
         """Store `report` under `key` (replacing an earlier entry with the same key), committed.
         `data`: ``to_dict(report)`` when the caller already has it."""
-        text = json.dumps(to_dict(report) if data is None else data, ensure_ascii=False, allow_nan=False)
+        text = json_text(to_dict(report) if data is None else data)
         now = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
         try:
             with self._conn:
@@ -130,5 +131,7 @@ class Ledger:
 
 
 def _values(key: LedgerKey) -> tuple[str, ...]:
-    return (key.student_id, key.sha256, key.assignment, key.version, key.grader_version, key.mode)
+    # storable(): SQLite refuses a str holding a lone surrogate; whatever a key holds, it is stored.
+    return tuple(storable(v) for v in (key.student_id, key.sha256, key.assignment, key.version,
+                                       key.grader_version, key.mode))
 

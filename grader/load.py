@@ -263,8 +263,24 @@ def _read_zip(path: str) -> dict[str, bytes]:
                 raise _Refused(f"{name}: {member} could not be unpacked ({e})") from None
             if len(data) > MAX_FILE_BYTES:
                 raise _Refused(f"{name}: {member} is larger than {MAX_FILE_BYTES >> 20} MB")
-            files["/".join(p for p in parts if p not in ("", "."))] = data
+            rel = "/".join(p for p in parts if p not in ("", "."))
+            if rel in files:
+                raise _Refused(f"{name} holds {rel!r} twice; zip each file once")
+            files[rel] = data
+    _check_no_clash(files, name)
     return _strip_common_dir(files)
+
+
+def _check_no_clash(files: dict[str, bytes], name: str) -> None:
+    """Refuse a tree that cannot be unpacked: a file whose path is also a folder of another file
+    (``utils`` and ``utils/helpers.py``), at any depth."""
+    for rel in sorted(files):
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            if folder in files:
+                raise _Refused(f"{name} holds both a file and a folder named {folder!r} (the folder holds "
+                               f"{rel!r}); rename one of them and zip again")
 
 
 def _strip_common_dir(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -301,24 +317,64 @@ def _from_tree(files: dict[str, bytes], main_module: str | None,
 # --- ids --------------------------------------------------------------------------------------
 
 _NUMERIC_ID = re.compile(r"^\d{4,}$")
+ID_BYTES = 120
+"""Longest readable part of an id, in UTF-8 bytes (a report's file name must stay under 255)."""
 
 
 def student_id(path: str | os.PathLike) -> str:
-    """A stable, filesystem-safe id from a submission's file or folder name.
+    """A stable, readable id, unique for every file or folder name, safe as a file name anywhere.
 
     LMS exports put the student before a numeric id: everything up to and including the first
     all-digit token of 4+ digits is kept, "late" markers dropped, so
     ``doe_jane_12345_attention.ipynb`` and Canvas's ``doejane_late_12345_67890_hw.py`` give
-    ``doe_jane_12345`` and ``doejane_12345``. Without such a token the whole stem is the id
-    (``alice.py`` -> ``alice``, folder ``bob/`` -> ``bob``). Lower-cased; characters other than
-    letters, digits, ``-``, ``_`` and ``.`` become ``-``.
+    ``doe_jane_12345`` and ``doejane_12345`` (two files with the same number are the same student).
+    Without such a token the whole stem is the id (``alice.py`` -> ``alice``, ``李雷.py`` -> ``李雷``,
+    folder ``bob/`` -> ``bob``).
+
+    Lower-cased (case-folded); letters and digits of any script, ``-``, ``_`` and ``.`` are kept,
+    anything else becomes ``-``. When that changed the name (``Alice.py``, ``a b.py``, a name that
+    is not UTF-8), or the name is one of the grader's own outputs (``index.py``, see
+    `grader.outdir.OUTPUT_NAMES`), an 8-character hash of the exact name is appended:
+    ``Alice.py`` -> ``alice-<hash>`` never meets ``alice.py`` -> ``alice``, also where file names
+    are compared without case.
     """
+    return id_and_lms(path)[0]
+
+
+def id_and_lms(path: str | os.PathLike) -> tuple[str, bool]:
+    """(student id, whether it is an LMS id: the student's number makes it one student's)."""
+    from grader.outdir import OUTPUT_NAMES
+
     name = os.path.basename(os.path.normpath(os.fspath(path)))
     stem = name if os.path.isdir(path) else re.sub(r"\.(py|ipynb|zip)$", "", name, flags=re.I)
     tokens = [t for t in stem.split("_") if t.lower() != "late"]
+    lms = False
     for i, tok in enumerate(tokens):
         if _NUMERIC_ID.match(tok):
-            tokens = tokens[: i + 1]
+            tokens, lms = tokens[: i + 1], True
             break
-    sid = re.sub(r"[^a-z0-9._-]+", "-", "_".join(tokens).lower()).strip("-._")
-    return sid[:100] or "submission"
+    kept = "_".join(tokens)
+    readable = readable_id(kept)
+    if readable and (lms or readable == kept) and readable not in OUTPUT_NAMES:
+        return readable, lms
+    return f"{readable or 'submission'}-{name_hash(name)}", False
+
+
+def readable_id(text: str) -> str:
+    """`text` case-folded, with every run of characters other than letters, marks and digits (of
+    any script), ``-``, ``_`` and ``.`` turned into one ``-``; no leading or trailing ``-._``;
+    at most `ID_BYTES` bytes of UTF-8."""
+    import unicodedata
+
+    folded = unicodedata.normalize("NFC", text).casefold()
+    out = "".join(ch if ch in "-_." or unicodedata.category(ch)[0] in "LMN" else "\0" for ch in folded)
+    out = re.sub("\0+", "-", out).strip("-._")
+    while len(out.encode("utf-8", "surrogatepass")) > ID_BYTES:
+        out = out[:-1]
+    return out.rstrip("-._")
+
+
+def name_hash(name: str | bytes, length: int = 8) -> str:
+    """A short hash of a name's exact bytes (a name that is not UTF-8 included)."""
+    raw = name if isinstance(name, bytes) else os.fsencode(name)
+    return hashlib.sha256(raw).hexdigest()[:length]

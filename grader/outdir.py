@@ -7,6 +7,15 @@ from pathlib import Path
 
 from grader.errors import OutputNotWritable
 
+OUTPUT_NAMES = frozenset({
+    "index", "grades", "results", "gradescope", "junit", "summary", "gradebook", "ledger",
+    # names Windows reserves for devices: a report called con.html cannot be opened there
+    "con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10)),
+})
+"""Stems of what a batch writes in its output folder (index.html, grades.csv, results/, gradescope/,
+junit.xml, summary.md, gradebook.sqlite, ledger.sqlite) and device names: never a student's report
+name (`grader.load.student_id`, `grader.report.dashboard.report_filename` add a hash to them)."""
+
 
 def writable_dir(path: Path, *, what: str = "", hint: str = "") -> Path:
     """Create ``path`` and write a probe file in it; OutputNotWritable with one clear line otherwise.

@@ -174,8 +174,13 @@ class LoadInfo:
     message: str = ""
     cell_errors: list[CellError] = field(default_factory=list)
     stdout: str = ""
-    """The submission's captured output, truncated. Never parsed."""
+    """The submission's captured output until the first hidden case started, truncated. Never parsed."""
     stderr: str = ""
+    hidden_stdout: str = ""
+    """Output printed once the first hidden case's inputs had gone to the submission: it may quote
+    hidden inputs, so it is kept for the instructor (this file) and never shown to the student
+    (reports, JUnit, CI logs, summaries) unless the instructor releases hidden cases."""
+    hidden_stderr: str = ""
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ import traceback
 from typing import Any
 
 from grader.results import report_from_dict, to_dict
+from grader.untrusted import json_text
 
 _AHEAD = 3
 """Submissions handed to a slot at a time: the one it grades, the next (whose worker it starts
@@ -263,7 +264,7 @@ def _serve(engine: Any, todo: list, jobs: int, results: int, debug: bool) -> Non
     ahead: tuple[int, Any] | None = None  # (submission, its worker started early)
 
     def send(msg: dict) -> None:
-        data = (json.dumps(msg, ensure_ascii=False, allow_nan=False) + "\n").encode()
+        data = (json_text(msg) + "\n").encode()
         view = memoryview(data)
         while view:
             view = view[os.write(results, view):]

@@ -20,8 +20,6 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     ("has no attribute", "signature"),
 )
 
-INCONCLUSIVE_ON_META = ("cannot be called on meta tensors", "item() on meta", "cannot be called on meta")
-
 
 def concept_of_exception(exc_type: str, message: str, default: str,
                          case_patterns: dict[str, str] | None = None) -> str:
@@ -31,10 +29,3 @@ def concept_of_exception(exc_type: str, message: str, default: str,
         if needle.lower() in text:
             return concept
     return default
-
-
-def is_meta_inconclusive(message: str) -> bool:
-    """A data-dependent step (``.item()``, ``if mask.any():``) cannot run on meta tensors: that
-    says nothing about device placement, so such a case is not failed for it."""
-    low = message.lower()
-    return any(n.lower() in low for n in INCONCLUSIVE_ON_META)

@@ -143,7 +143,7 @@ class _Progress:
             click.echo("Stopping after the submissions in progress (Ctrl-C again to stop now)...", err=True)
         elif e.kind == "error":
             self._clear()
-            click.echo(f"[{e.done}/{e.total}] {e.student_id}: NOT GRADED ({e.message})", err=True)
+            click.echo(f"[{e.done}/{e.total}] {_shown(e.student_id)}: NOT GRADED ({_shown(e.message, 2000)})", err=True)
             self._draw(e)
         elif e.kind == "graded":
             if self.tty:
@@ -151,7 +151,8 @@ class _Progress:
             else:
                 r = e.report
                 load = "" if r.load.ok else " (failed to load)"
-                click.echo(f"[{e.done}/{e.total}] {e.student_id} {r.score.display_percent()}{load} ({e.seconds:.1f} s)")
+                click.echo(f"[{e.done}/{e.total}] {_shown(e.student_id)} {r.score.display_percent()}{load} "
+                           f"({e.seconds:.1f} s)")
 
     def _draw(self, e) -> None:
         if not self.tty:
@@ -165,7 +166,7 @@ class _Progress:
         else:
             eta = "--"
         line = (f"[{e.done}/{e.total}] {'#' * filled}{'.' * (width - filled)} {e.failing} below 100%  "
-                f"ETA {eta}  {e.student_id}")
+                f"ETA {eta}  {_shown(e.student_id)}")
         self.stream.write("\r\x1b[K" + line[:150])
         self.stream.flush()
         self._drawn = True
@@ -340,22 +341,22 @@ def history_cmd(students: tuple[str, ...], gradebook_path: Path | None, out_dir:
         unknown = [s for s, r in rows.items() if not r]
         if unknown:
             known = book.students()
-            listing = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
-            raise GraderError(f"no scores for {', '.join(map(repr, unknown))} in {path}; "
+            listing = ", ".join(map(_shown, known[:20])) + (", ..." if len(known) > 20 else "")
+            raise GraderError(f"no scores for {', '.join(_shown(repr(u)) for u in unknown)} in {path}; "
                               f"students there: {listing or 'none'}")
     for i, (student, history) in enumerate(rows.items()):
         if i:
             click.echo("")
-        click.echo(f"{student}")
+        click.echo(_shown(student))
         click.echo(f"  {'run':>4}  {'started (UTC)':<20}  {'assignment':<18} {'version':<8} {'score':>11} "
                    f"{'percent':>8}  file")
         for h in history:
             note = "  (reused)" if h.reused else ""
             note += "" if h.load_ok else "  (failed to load)"
-            note += "" if h.run_status == "complete" else f"  [{h.run_status} run]"
+            note += "" if h.run_status == "complete" else f"  [{_shown(h.run_status)} run]"
             score = f"{_pts(h.earned)}/{_pts(h.possible)}"
-            click.echo(f"  {h.run_id:>4}  {h.run_started_at:<20}  {h.assignment:<18} {h.version:<8} {score:>11} "
-                       f"{h.percent:7.1f}%  {h.filename}{note}")
+            click.echo(f"  {h.run_id:>4}  {_shown(h.run_started_at):<20}  {_shown(h.assignment):<18} "
+                       f"{_shown(h.version):<8} {score:>11} {h.percent:7.1f}%  {_shown(h.filename)}{note}")
 
 
 @gradebook.command("runs")
@@ -375,8 +376,17 @@ def runs_cmd(gradebook_path: Path | None, out_dir: Path | None) -> None:
     click.echo(f"{'run':>4}  {'started (UTC)':<20}  {'assignment':<18} {'version':<8} {'status':<11} "
                f"{'graded':>6} {'reused':>6} {'no load':>7} {'errors':>6}")
     for r in runs:
-        click.echo(f"{r.id:>4}  {r.started_at:<20}  {r.assignment:<18} {r.version:<8} {r.status:<11} "
+        click.echo(f"{r.id:>4}  {_shown(r.started_at):<20}  {_shown(r.assignment):<18} {_shown(r.version):<8} "
+                   f"{_shown(r.status):<11} "
                    f"{r.graded:>6} {r.reused:>6} {r.failed_to_load:>7} {r.errors:>6}")
+
+
+def _shown(text: str, limit: int = 300) -> str:
+    """Text from a gradebook, a result or an exception as one terminal line: control characters and
+    escape sequences shown escaped (``\\x1b``), never sent to the terminal (`grader.untrusted.name`)."""
+    from grader.untrusted import name
+
+    return name(" ".join(str(text).split()), limit)
 
 
 def _pts(x: float) -> str:

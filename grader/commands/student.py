@@ -221,7 +221,7 @@ def check_lines(g: Graded, *, verbose: bool = False) -> list[str]:
     r = g.report
     ok, bad = _marks()
     dash = "—" if ok == "✓" else "-"
-    lines = [f"{r.assignment.id} v{r.assignment.version} {dash} self-check of {r.submission.filename} "
+    lines = [f"{r.assignment.id} v{r.assignment.version} {dash} self-check of {one_line(r.submission.filename, 200)} "
              f"(public cases only)"]
     if not r.load.ok:
         lines.append(f"Your submission could not be loaded: {one_line(r.load.message, 400)}")
@@ -324,17 +324,18 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
 def ci_lines(g: Graded, *, min_score: float, file: str | None) -> tuple[list[str], bool]:
     """(lines to print, passed?) for ``grader ci``: annotations, then a fenced human summary."""
     from grader.annotations import failure_annotations, fenced, neutralise
+    from grader.report.text import one_line
     from grader.results import Outcome
 
     r = g.report
     passed = r.score.percent >= min_score - 1e-9 and r.score.possible > 0
-    listing = [f"{r.assignment.id} v{r.assignment.version}: {neutralise(r.submission.filename)} scored "
+    listing = [f"{r.assignment.id} v{r.assignment.version}: {neutralise(one_line(r.submission.filename))} scored "
                f"{_pts(r.score.earned)}/{_pts(r.score.possible)} ({r.score.display_percent()}); "
                f"required {min_score:g}%: {'PASS' if passed else 'FAIL'}"]
     for c in r.cases:
         mark = "ok  " if c.outcome is Outcome.PASSED else c.outcome.value.upper().ljust(4)
         where = " (hidden)" if c.hidden else ""
-        listing.append(f"  {mark} {neutralise(c.id)}{where}" + (f" - {c.concept}" if c.concept else ""))
+        listing.append(f"  {mark} {neutralise(one_line(c.id))}{where}" + (f" - {c.concept}" if c.concept else ""))
     listing.append(f"Sandbox isolation: {g.isolation}")
     return failure_annotations(r, file=file) + fenced(listing), passed
 

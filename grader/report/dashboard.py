@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import os
 import statistics
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from urllib.parse import quote
 
+from grader.load import ID_BYTES, name_hash
+from grader.outdir import OUTPUT_NAMES
 from grader.report.concepts import class_phrase
 from grader.report.html import render_page, write_text_atomic
 from grader.report.text import fmt_points, one_line
 from grader.results import CONCEPTS, GradeReport, Outcome
+from grader.untrusted import storable
 
 HIST_BINS = 10
 HIST_W, HIST_H, HIST_PAD = 560.0, 170.0, 28.0
@@ -109,10 +113,18 @@ class DashboardView:
 
 
 def report_filename(student_id: str) -> str:
-    """The per-student HTML file name: the id with anything but [A-Za-z0-9._@+=-] replaced, never hidden."""
-    safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._@+=-") else "_" for ch in student_id)
-    safe = safe.lstrip(".") or "_"
-    return safe[:180]
+    """The per-student file stem (``<stem>.html``, ``results/<stem>.json``): the id itself when it is
+    already safe (as `grader.load.student_id` makes them: letters and digits of any script and
+    ``._-``, lower case, not an output's name); otherwise the id with anything else replaced by
+    ``_`` plus a hash of the exact id, so that no two ids, and no id and an output of the folder
+    (index.html, grades.csv, ...), share a path, also where file names are compared without case."""
+    safe = "".join(ch if ch in "._@+=-" or unicodedata.category(ch)[0] in "LMN" else "_" for ch in student_id)
+    safe = safe.lstrip(".")
+    while len(safe.encode("utf-8", "surrogatepass")) > ID_BYTES:
+        safe = safe[:-1]
+    if safe and safe == student_id and safe == safe.casefold() and safe not in OUTPUT_NAMES:
+        return safe
+    return f"{safe or '_'}-{name_hash(storable(student_id).encode('utf-8'))}"
 
 
 def _histogram(percents: list[float]) -> list[Bar]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -20,6 +19,7 @@ from grader.report.html import write_text_atomic
 from grader.report.text import clean_block, csv_cell, fmt_points, md_escape, one_line
 from grader.report.view import evidence_facts
 from grader.results import CONCEPTS, CaseResult, GradeReport, Outcome
+from grader.untrusted import json_text
 
 CSV_FIXED_COLUMNS = ["student_id", "earned", "possible", "percent"]
 GRADESCOPE_OUTPUT_LIMIT = 4000
@@ -120,8 +120,7 @@ def write_gradescope(reports: list[GradeReport], out_dir: str | os.PathLike[str]
                      release_hidden: bool = False) -> list[Path]:
     """`<out_dir>/<id>.json` per student, in Gradescope's results.json format."""
     return [write_text_atomic(Path(out_dir) / f"{report_filename(r.submission.id)}.json",
-                              json.dumps(gradescope_results(r, release_hidden=release_hidden),
-                                         indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+                              json_text(gradescope_results(r, release_hidden=release_hidden), indent=2) + "\n")
             for r in _by_id(reports)]
 
 

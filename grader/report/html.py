@@ -70,7 +70,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        # errors="replace": a lone surrogate that reached this far becomes "?", never a crash
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:
             f.write(text)
         os.replace(tmp, target)
     except BaseException:

@@ -20,6 +20,7 @@ from grader.report.dashboard import RunInfo, report_filename, write_dashboard
 from grader.report.exports import write_gradescope, write_grades_csv, write_junit, write_markdown
 from grader.report.html import write_submission, write_text_atomic
 from grader.results import GradeReport, report_from_dict, to_dict
+from grader.untrusted import json_text
 
 
 class ResultsUnreadable(GraderError):
@@ -42,7 +43,7 @@ class Written:
 def _check_unique_names(reports: list[GradeReport]) -> None:
     names: dict[str, str] = {}
     for r in reports:
-        name = report_filename(r.submission.id)
+        name = report_filename(r.submission.id).casefold()  # as a case-insensitive file system sees it
         if name in names and names[name] != r.submission.id:
             raise GraderError(f"student ids {names[name]!r} and {r.submission.id!r} would share the file "
                               f"{name}.html; rename one submission")
@@ -52,8 +53,7 @@ def _check_unique_names(reports: list[GradeReport]) -> None:
 def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str], data: dict | None = None) -> Path:
     """`<results_dir>/<id>.json`, the canonical form (NaN/inf as strings, so strict JSON).
     `data`: ``to_dict(report)`` when the caller already has it."""
-    text = json.dumps(to_dict(report) if data is None else data, indent=2, ensure_ascii=False,
-                      allow_nan=False) + "\n"
+    text = json_text(to_dict(report) if data is None else data, indent=2) + "\n"
     return write_text_atomic(Path(results_dir) / f"{report_filename(report.submission.id)}.json", text)
 
 

@@ -10,31 +10,24 @@ from __future__ import annotations
 import math
 import re
 
-# CSI (colours, cursor moves), OSC (window titles, hyperlinks) and two-byte ESC sequences.
-_ANSI = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|\x9b[0-?]*[ -/]*[@-~]"
-    r"|\x1b[@-_]?"
-)
-# C0/C1 controls except tab and newline, DEL, bidi overrides/isolates (Trojan-source style
-# reordering), lone surrogates and the XML-illegal non-characters.
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
-)
-_CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+from grader import untrusted
+
+_CSV_FORMULA_START = ("=", "+", "-", "@", "|", "\t", "\r")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
+# What GitHub turns into a notification, a link or a picture in Markdown: @mentions (and e-mail
+# addresses), :emoji: codes, #123 / GH-123 references, scheme:// and www. links. A zero-width space
+# after the trigger character keeps the text readable and inert.
+_MD_LIVE = re.compile(r"([@:#])(?=\S)|(?<=\bGH)(-)(?=\d)|\b(www)(?=\.)", re.IGNORECASE)
+_ZWSP = "\u200b"
 
 DEFAULT_LIMIT = 8000
 """Characters of one block of student output shown in a report."""
 
 
 def clean(text: str | None) -> str:
-    """Strip ANSI escapes and control characters; keep tabs and newlines (``\\r`` becomes one)."""
-    if not text:
-        return ""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROL.sub("", _ANSI.sub("", text))
+    """The untrusted-text rule (`grader.untrusted.text`) without a length limit: surrogates
+    replaced, ANSI escapes and control characters removed; tabs and newlines kept (``\\r`` becomes one)."""
+    return untrusted.text(text, None)
 
 
 def truncate(text: str, limit: int = DEFAULT_LIMIT) -> tuple[str, int]:
@@ -59,16 +52,18 @@ def one_line(text: str | None, limit: int = 300) -> str:
 
 
 def csv_cell(text: str) -> str:
-    """Neutralise a spreadsheet formula: a cell starting with = + - @ (or tab/CR) gets a leading '."""
+    """Neutralise a spreadsheet formula: a cell starting with = + - @ | (or tab/CR) gets a leading '."""
     text = one_line(text, limit=10_000)
     return "'" + text if text.startswith(_CSV_FORMULA_START) else text
 
 
 def md_escape(text: str | None, limit: int = 300) -> str:
-    """Text safe inside a GitHub-flavoured Markdown table cell: no HTML, no markup, no `|` breaks."""
+    """Text safe inside a GitHub-flavoured Markdown table cell: no HTML, no markup, no `|` breaks,
+    and no live @mention, :emoji:, issue reference or bare link."""
     flat = one_line(text, limit)
     flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", flat)
+    flat = _MD_SPECIAL.sub(r"\\\1", flat)
+    return _MD_LIVE.sub(lambda m: m.group(0) + _ZWSP, flat)
 
 
 def fmt_num(x: float | int | None, digits: int = 4) -> str:

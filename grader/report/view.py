@@ -91,6 +91,10 @@ class ReportView:
     cell_errors: list[CellErrorView]
     stdout: str
     stderr: str
+    hidden_stdout: str
+    """Output printed once hidden cases had started: shown only when the instructor released hidden
+    cases (it may quote hidden inputs); empty otherwise."""
+    hidden_stderr: str
     cases: list[CaseView]
     """Every case in grading order (the summary table)."""
     groups: list[ConceptGroup]
@@ -207,6 +211,8 @@ def build_view(report: GradeReport, *, release_hidden: bool = False) -> ReportVi
         cell_errors=[CellErrorView(f"Cell {e.cell}" if e.cell is not None else "Module", clean_block(e.error, 500),
                                    clean_block(e.traceback, TRACEBACK_LIMIT)) for e in load.cell_errors],
         stdout=clean_block(load.stdout, OUTPUT_LIMIT), stderr=clean_block(load.stderr, OUTPUT_LIMIT),
+        hidden_stdout=clean_block(load.hidden_stdout, OUTPUT_LIMIT) if release_hidden else "",
+        hidden_stderr=clean_block(load.hidden_stderr, OUTPUT_LIMIT) if release_hidden else "",
         cases=cases, groups=groups,
         passed=[c for c in cases if c.outcome == Outcome.PASSED.value],
         n_hidden_withheld=sum(1 for c in cases if not c.details_shown),

@@ -28,6 +28,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from grader import untrusted
 from grader.results import CellError
 from grader.sandbox import early, jail, selftest
 from grader.sandbox.errors import OffPlan, SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
@@ -479,9 +480,13 @@ def _write_files(scratch: str, files: dict[str, bytes]) -> None:
         if os.path.isabs(norm) or norm.startswith("..") or "\x00" in norm:
             raise SandboxError(f"refusing to write {rel!r} outside the scratch dir")
         dest = os.path.join(scratch, norm)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        with open(dest, "wb") as f:
-            f.write(data)
+        try:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(data)
+        except OSError as e:  # the message names the submission's path, never the host's scratch dir
+            why = e.strerror or type(e).__name__
+            raise SandboxError(f"cannot write the submission's file {rel!r}: {why}") from None
 
 
 class Worker:
@@ -572,9 +577,10 @@ class Worker:
 
     # -- public API --
     def output(self) -> tuple[str, str]:
-        """Captured stdout and stderr (first `max_output_bytes` of each), never parsed."""
+        """Captured stdout and stderr (first `max_output_bytes` of each), never parsed; made safe
+        by the untrusted-text rule (`grader.untrusted.text`)."""
         self._drain_output()
-        return (self._kept["out"].decode("utf-8", "replace"), self._kept["err"].decode("utf-8", "replace"))
+        return tuple(untrusted.text(self._kept[k].decode("utf-8", "replace"), None) for k in ("out", "err"))
 
     def describe(self, name: str) -> NameInfo:
         r = self._call({"op": "describe", "name": name}, "describing " + repr(name))
@@ -827,7 +833,7 @@ class Worker:
         payload = memoryview(frame)[h0 + hlen:]
         try:
             reply = decode_frame(header, payload, on_handle=lambda i, t: Handle(i, t, self._token),
-                                 device_map=_device_map)
+                                 device_map=_device_map, on_text=untrusted.wire_text)
         except WireError as e:
             self._die(WireError(f"invalid reply while {phase}: {e.message}"), "protocol")
         except Exception as e:  # e.g. a cuda tensor when this process has no CUDA

@@ -191,8 +191,11 @@ def _mib(n: int) -> str:
 
 def decode_frame(header: bytes, payload: bytes | bytearray | memoryview, *,
                  on_handle: Callable[[int, str], Any] | None = None,
-                 device_map: Callable[[str], str] | None = None) -> dict:
-    """Header + payload bytes -> message dict, validating every tensor against the payload."""
+                 device_map: Callable[[str], str] | None = None,
+                 on_text: Callable[[str], str] | None = None) -> dict:
+    """Header + payload bytes -> message dict, validating every tensor against the payload.
+    `on_text`: applied to every string built (values, dict keys, type names); the grader passes
+    `grader.untrusted.wire_text`, so worker text is made safe where it enters."""
     try:
         doc = json.loads(bytes(header).decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
@@ -200,8 +203,12 @@ def decode_frame(header: bytes, payload: bytes | bytearray | memoryview, *,
     if type(doc) is not dict or type(doc.get("msg")) is not dict or type(doc.get("tensors")) is not list:
         raise WireError("frame header lacks 'msg' or 'tensors'")
     tensors = _decode_tensors(doc["tensors"], memoryview(payload), device_map)
-    dec = _Decoder(tensors, on_handle)
-    return {str(k): dec.decode(v, 0) for k, v in doc["msg"].items()}
+    dec = _Decoder(tensors, on_handle, on_text)
+    return {dec.text(str(k)): dec.decode(v, 0) for k, v in doc["msg"].items()}
+
+
+def _same(s: str) -> str:
+    return s
 
 
 def _no_constant(name: str) -> Any:
@@ -261,9 +268,10 @@ def _valid_device(device: str) -> bool:
 
 
 class _Decoder:
-    def __init__(self, tensors: list[torch.Tensor], on_handle):
+    def __init__(self, tensors: list[torch.Tensor], on_handle, on_text=None):
         self.tensors = tensors
         self.on_handle = on_handle
+        self.text = on_text or _same
         self.items = 0
 
     def decode(self, v: Any, depth: int) -> Any:
@@ -271,7 +279,9 @@ class _Decoder:
         if depth > MAX_DEPTH or self.items > MAX_ITEMS:
             raise WireError("value is nested too deeply or has too many items")
         t = type(v)
-        if v is None or t in (bool, int, float, str):
+        if t is str:
+            return self.text(v)
+        if v is None or t in (bool, int, float):
             return v
         if t is list:
             return [self.decode(x, depth + 1) for x in v]
@@ -287,13 +297,13 @@ class _Decoder:
         if "$t" in v and len(v) == 1 and type(v["$t"]) is list:
             return tuple(self.decode(x, depth + 1) for x in v["$t"])
         if "$d" in v and len(v) == 1 and type(v["$d"]) is dict:
-            return {str(k): self.decode(x, depth + 1) for k, x in v["$d"].items()}
+            return {self.text(str(k)): self.decode(x, depth + 1) for k, x in v["$d"].items()}
         if "$o" in v and len(v) == 1 and type(v["$o"]) is str:
-            return Opaque(v["$o"][:200])
+            return Opaque(self.text(v["$o"][:200]))
         if "$h" in v and type(v["$h"]) is int and type(v.get("type")) is str:
             if self.on_handle is None:
                 raise WireError("handles are not accepted here")
-            return self.on_handle(v["$h"], v["type"][:200])
+            return self.on_handle(v["$h"], self.text(v["type"][:200]))
         raise WireError(f"unknown tagged value {sorted(v)[:3]}")
 
 

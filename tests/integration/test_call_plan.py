@@ -133,7 +133,53 @@ def test_submissions_that_leave_the_plan_get_the_straight_runs_report(masked_eng
         assert {c.outcome for c in got.cases if c.id in failed} == {Outcome.TIMEOUT}
         assert failed == {"fp16_pad_causal", "fp16_fully_masked", "large_logits[fp16]"}
     else:
-        assert got.load.stdout.count("called with") == want.load.stdout.count("called with") > 5
+        printed = [(r.load.stdout.count("called with"), r.load.hidden_stdout.count("called with")) for r in (got, want)]
+        assert printed[0] == printed[1] and sum(printed[0]) > 5
+
+
+def test_a_hidden_cases_requests_are_never_readable_before_it_starts(masked_engines):
+    """The worker's channel is readable by the student's code: peeks_channel.py raises whenever a
+    request holding a meta tensor (only hidden cases use the meta device) is queued while another
+    case runs. Sent all at once (as before), 16 cases failed so."""
+    straight, planned = masked_engines
+    planned._plan_stops.clear()
+    report = planned.grade_path(ROOT / "tests" / "data" / "hostile" / "peeks_channel.py")
+    assert [c.id for c in report.cases if c.outcome is not Outcome.PASSED] == []
+    assert _comparable(report) == _comparable(straight.grade_path(ROOT / "tests/data/hostile/peeks_channel.py"))
+
+
+def test_public_requests_go_in_one_write_and_hidden_ones_one_case_at_a_time(masked_engines, monkeypatch):
+    """Each hidden case's requests go alone, when the worker holds nothing else (it has answered
+    every call of the case before), and that case is the next to run."""
+    from grader.sandbox.host import Worker
+
+    _, planned = masked_engines
+    planned._plan_stops.clear()
+    owner = {f: i.id for i in planned.instances for f in planned._plan.get(i.id, [])}
+    hidden = {i.id for i in planned.instances if i.case.hidden}
+    events: list[tuple] = []
+    send_ahead, run_one = Worker.send_ahead, Engine._run_one
+
+    def logged_send(self, frames):
+        frames = list(frames)
+        events.append(("send", frozenset(owner.get(f, "load") for f in frames), self.queued))
+        return send_ahead(self, frames)
+
+    def logged_run(self, inst, worker, **kwargs):
+        events.append(("run", inst.id))
+        return run_one(self, inst, worker, **kwargs)
+
+    monkeypatch.setattr(Worker, "send_ahead", logged_send)
+    monkeypatch.setattr(Engine, "_run_one", logged_run)
+    report = planned.grade_path(MASKED / "correct/sdpa.py")
+    assert report.score.earned == report.score.possible
+    sends = [e for e in events if e[0] == "send"]
+    assert len(sends[0][1]) == 5 and not sends[0][1] & hidden  # the public cases, in one write
+    hidden_sends = [(k, e) for k, e in enumerate(events) if e[0] == "send" and e[1] & hidden]
+    assert len(hidden_sends) == len(hidden)
+    for k, (_, cases, queued) in hidden_sends:
+        assert len(cases) == 1 and queued == 0
+        assert next(e for e in events[k:] if e[0] == "run") == ("run", next(iter(cases)))
 
 
 def test_a_request_off_the_plan_is_refused_before_it_is_sent(tmp_path):

@@ -118,3 +118,60 @@ def test_student_error_is_reported_with_their_traceback(engine, tmp_path):
 def test_empty_notebook_is_a_load_error(engine, tmp_path):
     report = grade(engine, tmp_path, b"", name="empty.ipynb")
     assert not report.load.ok and report.score.earned == 0
+
+
+# --- outcomes come from facts the grader controls, never from what a submission says ---------------
+
+HOSTILE = ROOT / "tests" / "data" / "hostile"
+
+
+def _failing(report) -> set[str]:
+    return {c.id for c in report.cases if c.outcome is not Outcome.PASSED}
+
+
+def test_a_forged_meta_message_never_makes_a_pass(engine):
+    honest = engine.grade_path(ROOT / "submissions/masked-attention/buggy/cpu_mask.py")
+    forged = engine.grade_path(HOSTILE / "forged_meta_message.py")
+    assert _failing(honest) == _failing(forged) == {"attention_device", "causal_mask_device"}
+    assert forged.score == honest.score and forged.score.earned < forged.score.possible
+    c = by_id(forged)["attention_device"]
+    assert c.outcome is Outcome.ERROR and c.concept == "device-placement"
+    assert "reference makes the same calls" in c.message
+
+
+def test_the_reference_decides_whether_a_meta_case_can_be_judged(engine):
+    device_cases = [i for i in engine.instances if i.case.concept == "device-placement"]
+    assert device_cases and all(engine.reference_runs(i) for i in device_cases)
+
+
+def test_words_of_a_timeout_in_an_import_error_are_a_load_error(engine):
+    report = engine.grade_path(HOSTILE / "time_words_at_import.py")
+    assert not report.load.ok and "ran out of time" in report.load.message
+    assert {(c.outcome, c.concept) for c in report.cases} == {(Outcome.ERROR, "load-error")}
+
+
+def test_a_real_import_timeout_is_a_timeout(engine, monkeypatch):
+    monkeypatch.setattr(engine.sandbox, "limits", dataclasses.replace(engine.sandbox.limits, import_timeout_s=1.0))
+    report = engine.grade_path(HOSTILE / "spin_at_import.py")
+    assert not report.load.ok
+    assert {(c.outcome, c.concept) for c in report.cases} == {(Outcome.TIMEOUT, "timeout")}
+
+
+def test_output_printed_once_hidden_cases_started_is_kept_apart(engine):
+    report = engine.grade_path(HOSTILE / "prints_args.py")
+    assert report.score.earned == report.score.possible
+    assert report.load.stdout.startswith("LOADED:") and "ARGS masked_attention" in report.load.stdout
+    assert "device=meta" not in report.load.stdout + report.load.stderr  # only hidden cases use meta
+    assert "device=meta" in report.load.hidden_stdout
+
+
+def test_nasty_text_from_a_worker_is_made_safe_on_arrival(engine):
+    import nasty
+
+    report = engine.grade_path(HOSTILE / "nasty_text.py")
+    c = by_id(report)["causal_mask_square"]
+    assert c.outcome is Outcome.ERROR and "@org/team" in c.message and "notes_\ufffd.txt" in c.message
+    texts = [report.load.stdout, c.message, c.evidence.traceback] + [x.message for x in report.cases]
+    assert all(nasty.bad_chars(t) == [] for t in texts)
+    assert len(c.evidence.traceback) < 70_000 and len(report.load.stdout) <= 64 << 10
+    assert by_id(report)["attention_basic"].outcome is Outcome.PASSED

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.errors import GraderError
+from grader.load import name_hash
 from grader.report import (
     gradescope_results, grades_csv, junit_xml, markdown_summary, rerender, write_all,
 )
@@ -178,10 +179,22 @@ def test_rerender_defaults_to_the_results_parent_and_refuses_bad_files(tmp_path)
         rerender(tmp_path / "missing")
 
 
-def test_ids_that_would_share_a_file_are_refused(tmp_path):
+def test_ids_that_would_share_a_file_or_an_outputs_name_get_their_own(tmp_path):
     base = fixtures()[3]
-    with pytest.raises(GraderError, match="would share the file a_b.html"):
-        write_all([_renamed(base, "a/b"), _renamed(base, "a_b")], tmp_path)
+    ids = ["a/b", "a_b", "A_b", "index", "grades", "李雷"]
+    written = write_all([_renamed(base, sid) for sid in ids], tmp_path)
+    pages = {p.name for p in written.reports}
+    assert len({p.casefold() for p in pages}) == len(ids) and "李雷.html" in pages and "a_b.html" in pages
+    assert "index.html" not in pages and "grades.html" not in pages
+    assert "<h1>Feedback" not in (tmp_path / "index.html").read_text(encoding="utf-8")  # still the dashboard
+    assert len(list((tmp_path / "results").glob("*.json"))) == len(ids)
+
+
+def test_ids_whose_files_would_still_meet_without_case_are_refused(tmp_path):
+    base = fixtures()[3]
+    crafted = f"x-{name_hash('X'.encode())}"  # spelled like the file the id "X" gets
+    with pytest.raises(GraderError, match=f"would share the file {crafted}.html"):
+        write_all([_renamed(base, "X"), _renamed(base, crafted)], tmp_path)
 
 
 def test_pages_the_caller_just_wrote_are_not_rendered_again(tmp_path):

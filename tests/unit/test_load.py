@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from grader import load
-from grader.load import load_submission, neutralise_magics, student_id
+from grader.load import load_submission, name_hash, neutralise_magics, student_id
 
 DATA = Path(__file__).parent.parent / "data" / "load"
 
@@ -224,15 +224,41 @@ def test_not_a_zip(tmp_path):
     ("doejane_LATE_12345_67890_attention.py", "doejane_12345"),
     ("Jane Doe_98765_assignsubmission_file_hw.zip", "jane-doe_98765"),
     ("hw_1_alice.py", "hw_1_alice"),
-    ("../weird$name.py", "weird-name"),
-    ("___.py", "submission"),
+    ("李雷.py", "李雷"),
+    ("韩梅梅.ipynb", "韩梅梅"),
+    ("अनिल.py", "अनिल"),  # a vowel sign (a combining mark) is kept with its letters
+    ("ren\udce9e_4711_hw.py", "ren-e_4711"),  # b'ren\xe9e_4711_hw.py' as os.listdir gives it
+    # changed by the rule, or an output's name: readable part plus a hash of the exact name
+    ("../weird$name.py", "weird-name-" + name_hash("weird$name.py")),
+    ("___.py", "submission-" + name_hash("___.py")),
+    ("Alice.py", "alice-" + name_hash("Alice.py")),
+    ("index.py", "index-" + name_hash("index.py")),
+    ("Grades.ipynb", "grades-" + name_hash("Grades.ipynb")),
+    ("summary.zip", "summary-" + name_hash("summary.zip")),
+    ("con.py", "con-" + name_hash("con.py")),
+    ("a\r\x1b[2K\x1b]0;x\x07b.py", "a-2k-0-x-b-" + name_hash("a\r\x1b[2K\x1b]0;x\x07b.py")),
 ])
 def test_student_id(name, expected):
     assert student_id(name) == expected
 
 
 def test_student_id_folder(tmp_path):
-    d = tmp_path / "Bob_Smith"
+    d = tmp_path / "bob_smith"
     d.mkdir()
     assert student_id(d) == "bob_smith"
     assert student_id(str(d) + "/") == "bob_smith"
+    up = tmp_path / "Bob_Smith"
+    up.mkdir()
+    assert student_id(up) == "bob_smith-" + name_hash("Bob_Smith")
+
+
+def test_student_ids_are_unique_without_case_and_fit_a_file_name():
+    ids = [student_id(n) for n in ("alice.py", "Alice.py", "ALICE.py", "alice.ipynb", "Alice.ipynb")]
+    assert len({i.casefold() for i in ids}) == 4  # alice.py and alice.ipynb: the same student, found by discover
+    long = student_id("é" * 300 + ".py")
+    assert len((long + ".html").encode()) < 255 and long.endswith("-" + name_hash("é" * 300 + ".py"))
+
+
+def test_student_id_of_a_name_that_is_not_utf8_is_stable_and_readable():
+    name = os.fsdecode(b"\xff\xfe_hw.py")
+    assert student_id(name) == student_id(name) == "hw-" + name_hash(b"\xff\xfe_hw.py")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.load import name_hash
 from grader.report import render_dashboard, render_submission
 from grader.report.concepts import EXPLANATIONS
 from grader.report.dashboard import RunInfo
@@ -286,7 +287,8 @@ def test_dashboard_links_are_relative_and_escaped_for_odd_ids():
                                                                     id='../x"<script>'))
     html = render_dashboard([evil], run=RunInfo(assignment="a", version="1"))
     link = parse(html).find("table", id="students").find("a")
-    assert link.attrs["href"] == "_x__script_.html"  # separators, quotes, brackets replaced; no leading dot
+    # separators, quotes, brackets replaced, no leading dot, and a hash of the exact id (no other id meets it)
+    assert link.attrs["href"] == f"_x__script_-{name_hash(evil.submission.id.encode())}.html"
     assert link.text() == '../x"<script>'
     assert html.count("<script") == 1 and "&lt;script&gt;" in html  # ours only; the id is escaped
 

@@ -1,0 +1,64 @@
+# Hostile: correct code that prints every call's arguments (device, shape, dtype, first values), to
+# read the hidden cases' inputs from its own report. Expected: 100 %; what it prints once hidden
+# cases have started is kept for the instructor (results JSON) and never shown in the student's
+# report, JUnit <system-out>, CI log or summary.
+
+import math
+
+import torch
+
+print("LOADED: printed at import, the student may see this")
+
+
+def _show(name, *args, **kwargs):
+    parts = []
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            first = "" if a.is_meta or a.numel() == 0 else f" first={a.flatten()[0].item()!r}"
+            parts.append(f"tensor(device={a.device.type}, shape={tuple(a.shape)}, dtype={a.dtype}{first})")
+        else:
+            parts.append(repr(a))
+    print(f"ARGS {name}: " + ", ".join(parts))
+
+
+def causal_mask(q_len, k_len=None, device=None):
+    """(q_len, k_len) bool; the queries are the last q_len of the k_len positions."""
+    _show('causal_mask', q_len, k_len, device)
+    if k_len is None:
+        k_len = q_len
+    ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+    return torch.tril(ones, diagonal=k_len - q_len)
+
+
+def padding_mask(lengths, max_len, side="right", device=None):
+    """(B, max_len) bool, True = real token."""
+    _show('padding_mask', lengths, max_len, side, device)
+    lengths = torch.as_tensor(lengths, dtype=torch.long, device=device).reshape(-1)
+    pos = torch.arange(max_len, device=lengths.device)
+    if side == "right":
+        return pos[None, :] < lengths[:, None]
+    if side == "left":
+        return pos[None, :] >= (max_len - lengths)[:, None]
+    raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+
+
+def combine_masks(causal, padding):
+    """causal (Lq, Lk) AND padding (B, Lk) -> (B, 1, Lq, Lk)."""
+    _show('combine_masks', causal, padding)
+    return causal[None, None, :, :] & padding[:, None, None, :]
+
+
+def masked_attention(q, k, v, mask=None):
+    """q (..., Lq, d), k (..., Lk, d), v (..., Lk, dv) -> (out (..., Lq, dv), weights (..., Lq, Lk))."""
+    _show('masked_attention', q, k, v, mask)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if mask is None:
+        weights = torch.softmax(scores, dim=-1)
+        return torch.matmul(weights, v), weights
+    scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    # A row with no visible key is softmax(all -inf) = NaN: replace it by zeros.
+    has_key = mask.any(dim=-1, keepdim=True)
+    weights = torch.where(has_key, weights, torch.zeros((), dtype=weights.dtype, device=weights.device))
+    return torch.matmul(weights, v), weights
