@@ -1,3 +1,3 @@
 """Autograder for attention assignments: sandboxed student code, trusted reference, teaching feedback."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
