@@ -20,10 +20,11 @@ import torch
 from grader import __version__
 from grader.assignments import Assignment
 from grader.cases import CaseInstance, Setup, SetupContext, Verdict
-from grader.checks.diagnose import concept_of_exception, is_meta_inconclusive
-from grader.load import LoadedSubmission, load_submission
+from grader.checks.diagnose import (concept_of_exception, find_rebinding, is_meta_inconclusive,
+                                    not_implemented_message, wrong_kind_message)
+from grader.load import LoadedSubmission, load_submission, unit_title
 from grader.results import (
-    CONCEPTS, AssignmentInfo, CaseResult, Environment, Evidence, GradeReport, LoadInfo, Outcome, Points,
+    CONCEPTS, AssignmentInfo, CaseResult, CellError, Environment, Evidence, GradeReport, LoadInfo, Outcome, Points,
     SubmissionInfo,
 )
 from grader.errors import AssignmentSpecError
@@ -153,7 +154,8 @@ class Engine:
                 results, worker = self._run_cases(sub, worker)
             stdout, stderr = worker.output()
             load = LoadInfo(ok=worker.load.ok, message=worker.load.message,
-                            cell_errors=list(worker.load.cell_errors), stdout=stdout, stderr=stderr)
+                            cell_errors=[_labelled(e, sub) for e in worker.load.cell_errors],
+                            stdout=stdout, stderr=stderr)
         finally:
             _retire(worker)
         return self._report(info, results, load)
@@ -162,7 +164,7 @@ class Engine:
                    ) -> tuple[list[CaseResult], object]:
         """Run every case; returns the results and the worker alive at the end (for its output).
         `learn`: record each passed case's request frames into it (the worker's `record` is on)."""
-        missing = self._missing_names(worker)
+        missing = self._missing_names(worker, sub)
         sent: dict[int, int] = {}  # instance index -> frames of its plan sent ahead to this worker
         plan_from: int | None = 0
         results: list[CaseResult] = []
@@ -263,6 +265,9 @@ class Engine:
             v = inst.case.check_fn(Student(worker), self.setup(inst), inst.param)
             return _Outcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
         except StudentError as e:
+            placeholder = not_implemented_message(e.exc_type, e.message, e.traceback)
+            if placeholder:
+                return _Outcome(Outcome.ERROR, Verdict.not_implemented(placeholder))
             if inst.case.concept == "device-placement" and is_meta_inconclusive(e.message):
                 return _Outcome(Outcome.PASSED, Verdict.ok(
                     "Inconclusive on the meta device (a data-dependent step such as .item()); not counted against you."))
@@ -280,7 +285,7 @@ class Engine:
             return _Outcome(Outcome.ERROR, Verdict.fail(
                 "signature", f"Your code returned something the grader cannot accept: {e}."))
 
-    def _missing_names(self, worker) -> dict[str, str]:
+    def _missing_names(self, worker, sub: LoadedSubmission) -> dict[str, str]:
         """Entry point -> message, for entry points the submission lacks or defines as the wrong kind."""
         eps = self.assignment.entry_points
         try:
@@ -297,7 +302,8 @@ class Engine:
                 out[ep.name] = (f"Your submission defines no '{ep.name}'; found: {found}. "
                                 f"Define {ep.signature}.")
             else:
-                out[ep.name] = f"'{ep.name}' should be a {ep.kind} ({ep.signature}), but yours is a {info.kind}."
+                out[ep.name] = wrong_kind_message(ep.name, ep.kind, ep.signature, info.kind,
+                                                  getattr(info, "type_name", ""), find_rebinding(sub.units, ep.name))
         return out
 
     # --- building results -------------------------------------------------------------------
@@ -307,7 +313,7 @@ class Engine:
         return CaseResult(
             id=inst.id, title=inst.case.title, outcome=outcome,
             points=Points(inst.points if passed else 0.0, inst.points), hidden=inst.case.hidden,
-            concept=None if passed else (v.concept or inst.case.concept), message=v.message,
+            concept=None if passed or v.placeholder else (v.concept or inst.case.concept), message=v.message,
             evidence=v.evidence, duration_s=round(duration, 4))
 
     def report_without_results(self, info: SubmissionInfo, concept: str, message: str) -> GradeReport:
@@ -325,6 +331,12 @@ class Engine:
             cases=results, load=load, environment=self.environment(),
             graded_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
             public_only=self.public_only)
+
+
+def _labelled(e: CellError, sub: LoadedSubmission) -> CellError:
+    """The cell error with the label the student finds the cell by ("code cell 5 (import torch)")."""
+    unit = next((u for u in sub.units if u.cell is not None and u.cell == e.cell), None)
+    return e if unit is None else dataclasses.replace(e, label=unit_title(unit))
 
 
 def _retire(worker) -> None:
