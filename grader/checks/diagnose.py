@@ -149,10 +149,10 @@ def wrong_kind_message(name: str, kind: str, signature: str, found_kind: str, ty
         what = _a(found_kind)
     else:
         what = _a(type_name) if type_name else "not a function or class"
-    msg = f"'{name}' should be a {kind} ({signature}), but in your submission it is {what}"
+    msg = f"'{name}' should be a {kind} ({signature}) but is {what}"
     if rebinding is not None:
-        msg += (f": {rebinding.unit}, line {rebinding.line} rebinds it (`{rebinding.text}`). Keep "
-                f"'{name}' for the {kind} and give what you store there another name.")
+        msg += (f": {rebinding.unit}, line {rebinding.line} rebinds it (`{rebinding.text}`). "
+                "Give the value another name.")
     else:
         msg += f". Define it with `{'class' if kind == 'class' else 'def'} {name}` at the top level."
     return msg
