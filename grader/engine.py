@@ -189,13 +189,13 @@ class Engine:
             made = getattr(worker, "record", None)
             first = len(made) if made is not None else 0
             try:
-                done = self._run_one(inst, worker)
+                done = self._run_one(inst, worker, sub)
             except OffPlan:  # a request other than the next one sent ahead
                 self._stop_plan_at(inst, len(made) - first)
                 worker = self._leave_plan(sub, worker, made[:first])
                 sent.clear()
                 plan_from = n + 1
-                done = self._run_one(inst, worker)
+                done = self._run_one(inst, worker, sub)
             else:
                 died = done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash"  # restarted below
                 if not died and sent.get(n, 0) > len(made or ()) - first:  # fewer calls than sent ahead
@@ -260,12 +260,12 @@ class Engine:
         fresh.record = list(made)
         return fresh
 
-    def _run_one(self, inst: CaseInstance, worker) -> _Outcome:
+    def _run_one(self, inst: CaseInstance, worker, sub: LoadedSubmission) -> _Outcome:
         try:
             v = inst.case.check_fn(Student(worker), self.setup(inst), inst.param)
             return _Outcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
         except StudentError as e:
-            placeholder = not_implemented_message(e.exc_type, e.message, e.traceback)
+            placeholder = not_implemented_message(e.exc_type, e.message, e.traceback, sub.units)
             if placeholder:
                 return _Outcome(Outcome.ERROR, Verdict.not_implemented(placeholder))
             if inst.case.concept == "device-placement" and is_meta_inconclusive(e.message):

@@ -55,19 +55,39 @@ def is_meta_inconclusive(message: str) -> bool:
 # --- placeholders ---------------------------------------------------------------------------
 
 NOT_IMPLEMENTED = "Not implemented yet"
-_LAST_FRAME = re.compile(r", in (\w+)\s*(?:\n|$)")
+_FRAME = re.compile(r'File "<submission: ([^>]*)>", line (\d+), in (\w+)')
 
 
-def not_implemented_message(exc_type: str, message: str, traceback: str = "") -> str | None:
-    """For a NotImplementedError, what the student reads (no concept, no hint); else None."""
+def _qualname(units: Iterable, label: str, line: int, name: str) -> str:
+    """``Class.method`` for the def around ``line`` of the unit ``label`` (tracebacks give the bare name)."""
+    for unit in units:
+        if unit.label != label:
+            continue
+        try:
+            tree = ast.parse(unit.source)
+        except (SyntaxError, ValueError):
+            return name
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for fn in cls.body:
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == name \
+                        and fn.lineno <= line <= (fn.end_lineno or fn.lineno):
+                    return f"{cls.name}.{name}"
+    return name
+
+
+def not_implemented_message(exc_type: str, message: str, traceback: str = "", units: Iterable = ()) -> str | None:
+    """For a NotImplementedError, what the student reads (no concept, no hint); else None.
+    ``units``: the submission's code units, to name a method with its class."""
     if exc_type != "NotImplementedError":
         return None
-    frames = _LAST_FRAME.findall(traceback or "")
-    where = f"{frames[-1]} still raises NotImplementedError" if frames and frames[-1] != "<module>" \
-        else "your code raised NotImplementedError"
+    frames = _FRAME.findall(traceback or "")
+    if frames and frames[-1][2] != "<module>":
+        label, line, name = frames[-1]
+        where = f"{_qualname(units, label, int(line), name)} still raises NotImplementedError"
+    else:
+        where = "your code raised NotImplementedError"
     detail = " ".join(message.split())[:120]
-    return f"{NOT_IMPLEMENTED}: {where}" + (f" ({detail})" if detail else "") + \
-        ". Write it, then check again."
+    return f"{NOT_IMPLEMENTED}: {where}" + (f" ({detail})" if detail else "") + ". Write it, then check again."
 
 
 # --- entry points that are not what they should be ------------------------------------------
