@@ -20,7 +20,8 @@ MESSAGES = {
                   "(or splitting features with a stride) mixes positions and heads.",
     "head-merge": "Merge heads with out.transpose(1, 2).reshape(B, T, d_model) before W_o.",
     "scaling": "Divide the scores by sqrt(d_k) of one head, not by sqrt(d_model).",
-    "causal-leak": "With causal=True a token must not see later tokens.",
+    "causal-leak": "With causal=True a token must not see later tokens, also when a mask is given too: "
+                   "AND the causal mask with it.",
     "causal-alignment": "With a cache, the new tokens are the last positions: query i of T_new sees keys "
                         "j <= T_total - T_new + i (rows N..N+T_new-1 of the causal mask).",
     "kv-cache-growth": "After each step the cache must hold every token so far: len(cache) grows by T_new.",

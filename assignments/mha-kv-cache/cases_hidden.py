@@ -18,7 +18,7 @@ from grader.sandbox import StudentError
 
 from ._common import (
     check_decode, check_forward, check_on_meta, check_twice, decode_setup, forward_setup, guarded, load_student,
-    make_weights, root_cause,
+    make_weights, message_for, root_cause,
 )
 from .cases_public import check_appends
 
@@ -149,8 +149,17 @@ def _(student, s, param):
                          message=f"Sequence {b} gives different outputs alone and inside a {i['side']}-padded batch: "
                                  "padding must hide keys, never change real tokens.")
         if not v.passed:
-            return root_cause(student, m, i["weights"], i["h"], i["x"]) or v
+            return root_cause(student, m, i["weights"], i["h"], i["x"]) or _causal_dropped(batched, i) or v
     return Verdict.ok()
+
+
+def _causal_dropped(batched, i) -> Verdict | None:
+    """The padded batch (mask and causal=True) came out as if causal were ignored when a mask is given."""
+    real = i["pad"][:, :, None]
+    leak = variants.matching_variant(
+        batched, lambda var: variants.forward(i["weights"], i["h"], i["x"], mask=i["pad"][:, None, None, :],
+                                              causal=True, variant=var)[0], where=real, candidates=("causal-leak",))
+    return Verdict.fail(leak, message_for(leak)) if leak else None
 
 
 # C20 in the case design table
@@ -265,11 +274,14 @@ def _(student, s, param):
 # grows by steps of different sizes: a bug that lives in one combination ("causal is ignored when a
 # mask is given", "the mask is dropped once there is a cache") fails the pairs that reach it.
 
-# label -> (mask side or None, causal, steps: None = one forward call, else (prefill, chunks))
-OPTIONS = {
+# label -> (mask side or None, causal, steps: None = one forward call, else (prefill, chunks)).
+# Neither and causal alone without a cache are mha_weights and mha_causal; mask alone (right) is mha_padding.
+FORWARD_OPTIONS = {
     "mask-left": ("left", False, None),
     "causal+mask-right": ("right", True, None),
     "causal+mask-left": ("left", True, None),
+}
+CACHE_OPTIONS = {
     "cache": (None, False, (3, [2, 1])),
     "cache+mask-left": ("left", False, (2, [1, 3])),
     "cache+causal": (None, True, (1, [3, 2])),
@@ -278,18 +290,14 @@ OPTIONS = {
 }
 
 
-@case("option_pairs", title="mask / causal / both / neither, with and without a growing cache",
-      concept="mask-combination", points=4, hidden=True, uses=("MultiHeadAttention", "KVCache"),
-      params=OPTIONS, on_error=MASK_SIZE)
-def option_pairs(ctx):
+def _options_setup(ctx):
     side, causal, steps = ctx.param
     B, T, d, h = 3, 6, 24, 3  # B == h: a padding mask broadcast on the wrong axis still lines up
-    lengths = [6, 4, 5]
-    pad = reference.padding_mask(lengths, T, side=side, device=ctx.device) if side else None
+    pad = reference.padding_mask([6, 4, 5], T, side=side, device=ctx.device) if side else None
     x = ctx.randn(B, T, d)
     if pad is not None:
         x = x.masked_fill(~pad[:, :, None], 50.0)  # loud padding embeddings
-    rows = pad[:, :, None] if pad is not None else None  # padded query rows are not compared here
+    rows = pad[:, :, None] if pad is not None else None  # padded queries: mha_empty_rows grades those
     if steps is None:
         return forward_setup(ctx, B=B, T=T, d=d, h=h, causal=causal, x=x, rows=rows,
                              mask=None if pad is None else pad[:, None, None, :])
@@ -298,14 +306,30 @@ def option_pairs(ctx):
                         causal=causal, x=x)
 
 
+@case("option_pairs", title="A padding mask with and without causal=True, padding on either side",
+      concept="mask-combination", points=3, hidden=True, uses=("MultiHeadAttention",), params=FORWARD_OPTIONS)
+def option_pairs(ctx):
+    return _options_setup(ctx)
+
+
 @option_pairs.check
 @guarded
 def _(student, s, param):
-    side, causal, steps = param
-    concept = "mask-combination" if side and causal else "padding-broadcast" if side else "causal-leak" \
-        if causal else "kv-cache-growth"
-    if steps is None:
-        return check_forward(student, s, concept=concept)
+    return check_forward(student, s, concept="mask-combination" if param[1] else "padding-broadcast")
+
+
+@case("cache_option_pairs", title="A growing cache with a mask, causal=True, both or neither",
+      concept="kv-cache-growth", points=5, hidden=True, uses=("MultiHeadAttention", "KVCache"),
+      params=CACHE_OPTIONS, on_error=MASK_SIZE)
+def cache_option_pairs(ctx):
+    return _options_setup(ctx)
+
+
+@cache_option_pairs.check
+@guarded
+def _(student, s, param):
+    side, causal, _ = param
+    concept = "mask-combination" if side else "causal-alignment" if causal else "kv-cache-growth"
     return check_decode(student, s, concept=concept)
 
 
