@@ -42,10 +42,9 @@ MESSAGES = {
     "fully-masked-rows/uniform": "Rows with no visible key came out uniform (1/Lk per key: the mean of v), "
                                  "not zeros. A finite fill such as finfo(dtype).min does that: equal scores give "
                                  "exp(0)/Lk each. Zero those rows: torch.where(mask.any(-1, keepdim=True), weights, 0).",
-    "mask-convention": "The mask was added to the scores as if it were an additive 0/-inf mask, but it is a "
-                       "bool keep-mask (True = may attend): adding it adds 1 to the visible scores and hides "
-                       "nothing. Use scores.masked_fill(~mask, float('-inf')) (or torch.where(mask, scores, "
-                       "-inf)).",
+    "mask-convention": "The bool keep-mask (True = may attend) was added to the scores as if it were additive: "
+                       "that adds 1 to the visible scores and hides nothing. Use scores.masked_fill(~mask, "
+                       "float('-inf')).",
     "numerical-stability": "The softmax overflowed: subtract each row's max before exp, or use torch.softmax.",
     "dtype-overflow": "Mask fill values must fit the dtype: use torch.finfo(scores.dtype).min or -inf, "
                       "never -1e9 or float32's min in float16/bfloat16.",

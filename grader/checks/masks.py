@@ -37,9 +37,8 @@ def additive_mask_verdict(actual: object, expected: torch.Tensor, what: str) -> 
                   expected_dtype=str(torch.bool), actual_dtype=str(actual.dtype))
     if bool(((got == 0) | (got < -1e3)).all()) and torch.equal(got == 0, exp):
         return Verdict.fail("mask-convention", f"{what} returned an additive {actual.dtype} mask of shape "
-                            f"{shape} (0 = may attend, a large negative value = hidden). Here masks are bool "
-                            f"keep-masks of shape {tuple(expected.shape)}, True = may attend: return "
-                            "`additive == 0`, or build it as bool in the first place.", ev)
+                            f"{shape} (0 = visible, -inf = hidden); masks here are bool keep-masks of shape "
+                            f"{tuple(expected.shape)}, True = may attend: return `additive == 0`.", ev)
     if bool(((got == 0) | (got == 1)).all()) and torch.equal(got == 1, exp):
         return Verdict.fail("mask-convention", f"{what} returned a 0/1 {actual.dtype} mask of shape {shape}; "
                             f"masks here are bool (True = may attend) of shape {tuple(expected.shape)}: "
