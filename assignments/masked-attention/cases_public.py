@@ -176,7 +176,7 @@ def _(student, s, param):
     return run_attention(student, s, concept="dtype-overflow", message=MESSAGES["dtype-overflow"])
 
 
-@case("attention_on_device", title="masked_attention runs on another device (meta tensors stand in for a GPU)",
+@case("attention_on_device", title="masked_attention on meta tensors (a stand-in for a GPU) returns meta tensors",
       concept="device-placement", points=1, hidden=False, uses=("masked_attention",), meta=True)
 def attention_on_device(ctx):
     q, k, v = (torch.empty(1, 2, 3, 4, device="meta") for _ in range(3))

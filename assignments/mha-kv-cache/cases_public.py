@@ -183,7 +183,7 @@ def _(student, s, param):
     return check_forward(student, s, concept="dtype-overflow")
 
 
-@case("mha_on_device", title="Runs on another device (meta tensors stand in for a GPU)",
+@case("mha_on_device", title="The module moved to the meta device runs there (a stand-in for a GPU)",
       concept="device-placement", points=1, hidden=False, uses=("MultiHeadAttention",), meta=True)
 def mha_on_device(ctx):
     return Setup(inputs=dict(x=torch.empty(1, 3, 4, device="meta")))

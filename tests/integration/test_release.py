@@ -91,6 +91,12 @@ def test_no_hidden_case_id_title_source_or_seed_in_the_kit(kit):
     assert [i.id for i in kit_a.instances()] == PUBLIC and kit_a.seed != full.seed
 
 
+def test_every_assignment_releases_without_a_leak(tmp_path):
+    for aid in ("masked-attention", "mha-kv-cache"):
+        result = CliRunner().invoke(main, ["release", aid, "-o", str(tmp_path / aid)])
+        assert result.exit_code == 0, result.output  # e.g. a public title equal to a hidden one is refused
+
+
 def test_release_refuses_a_kit_that_would_leak(tmp_path):
     src = tmp_path / "assignments" / "leaky"
     shutil.copytree(ROOT / "assignments" / "masked-attention", src)
