@@ -52,11 +52,13 @@ class _Outcome:
 
 class Engine:
     def __init__(self, assignment: Assignment, sandbox: Sandbox, *, public_only: bool = False,
-                 device: torch.device | str = "cpu", max_restarts: int = 3):
+                 device: torch.device | str = "cpu", max_restarts: int = 6):
         self.assignment = assignment
         self.sandbox = sandbox
         self.public_only = public_only
         self.device = torch.device(device)
+        # Six: code that hangs on every float16 call times out in the six float16 cases of
+        # masked-attention and still gets the rest graded (submission_timeout_s bounds the total).
         self.max_restarts = max_restarts
         self.instances = assignment.instances(public_only=public_only)
         self._setups: dict[str, Setup] = {}

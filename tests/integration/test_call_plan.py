@@ -128,12 +128,15 @@ def test_submissions_that_leave_the_plan_get_the_straight_runs_report(masked_eng
     assert _comparable(got) == _comparable(want)
     failed = {c.id for c in got.cases if c.outcome is not Outcome.PASSED}
     if source is HISTORY_DEPENDENT:
-        assert failed == {"fully_masked_rows", "fp16_fully_masked"}
+        assert failed == {"attention_empty_row", "fully_masked_rows", "fp16_fully_masked",
+                          "option_pairs[bf16,empty-rows]", "option_pairs[fp64,empty-rows]"}
     elif source is HANGS_ON_FP16:
         assert {c.outcome for c in got.cases if c.id in failed} == {Outcome.TIMEOUT}
-        assert failed == {"fp16_pad_causal", "fp16_fully_masked", "large_logits[fp16]"}
+        assert failed == {"attention_half[float16]", "fp16_pad_causal", "fp16_fully_masked", "large_logits[fp16]",
+                          "option_pairs[fp16,none]", "option_pairs[fp16,chunk,right]"}
     else:
-        assert got.load.stdout.count("called with") == want.load.stdout.count("called with") > 5
+        # The output is the last worker's: the one started after the last bfloat16 call exited.
+        assert got.load.stdout.count("called with") == want.load.stdout.count("called with") >= 3
 
 
 def test_a_request_off_the_plan_is_refused_before_it_is_sent(tmp_path):
