@@ -94,3 +94,11 @@ def test_a_float32_mask_promoting_half_scores_is_not_an_overflow():
     assert concept_of_exception("RuntimeError", promoted, "dtype-overflow") == "mask-dtype-promotion"
     overflow = "value cannot be converted to type at::Half without overflow"
     assert concept_of_exception("RuntimeError", overflow, "mask-fill-value") == "dtype-overflow"
+
+
+def test_the_type_name_from_the_worker_is_taken_only_when_it_is_a_dotted_name():
+    from grader.sandbox.host import _type_name
+
+    assert _type_name("torch.Tensor") == "torch.Tensor" and _type_name("int") == "int"
+    for forged in ("\x1b[31mred", "a b", "x" * 200, None, 3, "", "<lambda>"):
+        assert _type_name(forged) == ""
