@@ -52,6 +52,16 @@ class Verdict:
             raise ValueError(f"unknown concept {concept!r}; use one of: {', '.join(CONCEPTS)}")
         return Verdict(False, concept, message, evidence or Evidence())
 
+    @property
+    def placeholder(self) -> bool:
+        """Failed because the code is not written yet (``not_implemented``), not because it is wrong."""
+        return not self.passed and self.concept is None
+
+    @staticmethod
+    def not_implemented(message: str, evidence: Evidence | None = None) -> "Verdict":
+        """The code the case calls is still a placeholder (NotImplementedError): no concept, no hint."""
+        return Verdict(False, None, message, evidence or Evidence())
+
 
 @dataclass
 class Setup:
@@ -84,7 +94,7 @@ class Case:
 
     def __init__(self, id: str, *, title: str, concept: str, points: float, hidden: bool,
                  uses: tuple[str, ...], params: dict[str, Any] | None, setup: SetupFn,
-                 on_error: dict[str, str] | None = None):
+                 on_error: dict[str, str] | None = None, meta: bool = False):
         if concept not in CONCEPTS:
             raise ValueError(f"case {id!r}: unknown concept {concept!r}")
         self.id = id
@@ -96,6 +106,7 @@ class Case:
         self.params = params
         self.setup = setup
         self.on_error = dict(on_error or {})
+        self.meta = meta
         for concept in self.on_error.values():
             if concept not in CONCEPTS:
                 raise ValueError(f"case {id!r}: unknown concept {concept!r} in on_error")
@@ -133,14 +144,15 @@ class CaseInstance:
 
 def case(id: str, *, title: str, concept: str, points: float = 1.0, hidden: bool = True,
          uses: tuple[str, ...] = (), params: dict[str, Any] | None = None,
-         on_error: dict[str, str] | None = None) -> Callable[[SetupFn], Case]:
+         on_error: dict[str, str] | None = None, meta: bool = False) -> Callable[[SetupFn], Case]:
     """Declare a case. ``uses`` names the student entry points it calls (a missing one fails it
     with the ``signature`` concept without running it); ``params`` maps labels to values, each
     reported separately with an equal share of ``points``; ``on_error`` maps a substring of the
-    student's exception ("must match the size of tensor") to the concept it reveals in this case."""
+    student's exception ("must match the size of tensor") to the concept it reveals in this case;
+    ``meta``: the case runs student code on the meta device (the sandbox warms it up once)."""
 
     def wrap(setup: SetupFn) -> Case:
         return Case(id, title=title, concept=concept, points=points, hidden=hidden, uses=uses,
-                    params=params, setup=setup, on_error=on_error)
+                    params=params, setup=setup, on_error=on_error, meta=meta)
 
     return wrap

@@ -26,7 +26,8 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +48,14 @@ pytest_plugins = ["grader.pytest_plugin"]
 
 @dataclass(frozen=True)
 class KitInfo:
-    """What a kit's spec.toml says about the cases that are not in it."""
+    """What a kit's spec.toml says about the cases that are not in it, and about its starters."""
 
     hidden_cases: int
     hidden_points: float
     submission: str
-    """The starter .py file name: what ``pytest`` grades in the kit by default."""
+    """The starter .py file name (the assignment's main module)."""
+    starters: dict[str, str] = field(default_factory=dict)
+    """Starter file name -> ``code_fingerprint`` as released: tells an untouched starter from work."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,99 @@ def kit_info(folder: Path) -> KitInfo | None:
     table = read_spec(folder).get(KIT_TABLE)
     if not isinstance(table, dict):
         return None
+    starters = table.get("starters") if isinstance(table.get("starters"), dict) else {}
     return KitInfo(hidden_cases=int(table.get("hidden_cases", 0)),
                    hidden_points=float(table.get("hidden_points", 0.0)),
-                   submission=str(table.get("submission", "")))
+                   submission=str(table.get("submission", "")),
+                   starters={str(k): str(v) for k, v in starters.items()})
+
+
+# --- untouched starters (torch-free) ---------------------------------------------------------
+
+def code_fingerprint(data: bytes, name: str) -> str | None:
+    """A hash of the code in a .py or .ipynb file: a notebook's code cells only (running it
+    changes outputs and counts, not the code); trailing whitespace and line endings ignored.
+    None for a notebook that is not valid JSON (it is not the starter either)."""
+    text = data.decode("utf-8", "replace").removeprefix("\ufeff")
+    if name.endswith(".ipynb"):
+        try:
+            doc = json.loads(text)
+            cells = [c for c in doc.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"]
+            sources = ["".join(c.get("source", "")) if isinstance(c.get("source"), list) else str(c.get("source", ""))
+                       for c in cells]
+        except (ValueError, AttributeError, TypeError):
+            return None
+        text = "\n\0\n".join(sources)
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    return hashlib.sha256("\n".join(lines).strip().encode("utf-8")).hexdigest()
+
+
+def starter_fingerprints(folder: Path) -> dict[str, str]:
+    """Starter name -> fingerprint for an assignment folder: a kit's recorded ones, else the
+    instructor's ``starter/`` files."""
+    try:
+        info = kit_info(folder)
+    except AssignmentSpecError:
+        return {}
+    if info is not None:
+        return info.starters
+    out = {}
+    for p in sorted((folder / "starter").glob("*")) if (folder / "starter").is_dir() else []:
+        if p.suffix in (".py", ".ipynb") and p.is_file():
+            fp = code_fingerprint(p.read_bytes(), p.name)
+            if fp:
+                out[p.name] = fp
+    return out
+
+
+def is_untouched(path: Path, starters: dict[str, str]) -> bool:
+    """``path`` holds exactly the code of the starter of the same name."""
+    want = starters.get(path.name)
+    try:
+        return bool(want) and code_fingerprint(path.read_bytes(), path.name) == want
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which file of a submission folder is graded, and the sentence that says why (or "")."""
+
+    main: str | None
+    """The file to grade, relative to the folder (None: leave it to the loader's rules)."""
+    note: str = ""
+
+
+def choose_main(folder: Path, main_module: str, starters: dict[str, str]) -> Choice:
+    """In a folder holding both ``attention.py`` and ``attention.ipynb`` (a kit, where the student
+    worked in one of them), grade the one changed from the starter, and say so."""
+    stem = Path(main_module).stem
+    both = [f"{stem}.py", f"{stem}.ipynb"]
+    present = [n for n in both if (folder / n).is_file()]
+    if len(present) < 2:
+        return Choice(None)
+    changed = [n for n in present if not is_untouched(folder / n, starters)]
+    py, nb = present
+    if changed == [nb]:
+        return Choice(nb, f"Graded {nb}: {py} next to it is the starter as released (unchanged).")
+    if changed == [py]:
+        return Choice(py, f"Graded {py}: {nb} next to it is the starter as released (unchanged).")
+    if changed:
+        return Choice(main_module, f"Graded {main_module}: {py} and {nb} both differ from the starter "
+                                   f"(grader check {nb} grades the notebook).")
+    return Choice(main_module, f"Graded {main_module}: {py} and {nb} are both the starter as released.")
+
+
+def untouched_note(path: Path, starters: dict[str, str]) -> str:
+    """For a single file that is the untouched starter while its .py/.ipynb twin was changed:
+    the command for the file the student works in ("" otherwise)."""
+    if path.is_dir() or not is_untouched(path, starters):
+        return ""
+    twin = path.with_suffix(".ipynb" if path.suffix == ".py" else ".py")
+    if twin.is_file() and not is_untouched(twin, starters):
+        return (f"{path.name} is the starter as released (unchanged); your work seems to be in {twin.name}: "
+                f"grader check {twin.name}")
+    return f"{path.name} is the starter as released (unchanged)."
 
 
 def find_kit(*starts: Path) -> dict[str, Path]:
@@ -103,7 +196,10 @@ def locate_assignment(name: str | None, submission: Path | None, *, kits: bool =
     """
     if name and (Path(name) / "spec.toml").is_file():
         return Path(name).resolve()
-    starts = [submission.resolve().parent] if submission is not None else []
+    starts: list[Path] = []
+    if submission is not None:
+        sub = submission.resolve()
+        starts = [sub, sub.parent] if sub.is_dir() else [sub.parent]  # `grader check kit/` finds kit/assignments
     near = find_kit(*starts, Path.cwd()) if kits else {}
     if name:
         if name in near:
@@ -114,6 +210,10 @@ def locate_assignment(name: str | None, submission: Path | None, *, kits: bool =
         return known[name]
     if submission is None:
         raise GraderError("missing -a/--assignment")
+    if len(near) == 1:
+        # Inside a kit there is one assignment: grade against it even when the file lacks an entry
+        # point, so that the student reads "defines no 'combine_masks'" rather than a guess failing.
+        return next(iter(near.values()))
     return infer(submission, near or available())
 
 
@@ -153,25 +253,45 @@ def kit_spec_text(spec: dict[str, Any], *, seed: int, info: KitInfo) -> str:
     lines += ["", f"[{KIT_TABLE}]", f"hidden_cases = {info.hidden_cases}",
               f"hidden_points = {_toml_value(float(info.hidden_points))}",
               f"submission = {_toml_value(info.submission)}"]
+    if info.starters:
+        lines += ["", f"[{KIT_TABLE}.starters]  # code fingerprints as released: an untouched starter is not graded "
+                      "when its twin was changed"]
+        lines += [f"{_toml_value(name)} = {_toml_value(fp)}" for name, fp in sorted(info.starters.items())]
     return "\n".join(lines) + "\n"
 
 
 def readme_text(original: str | None, *, title: str, aid: str, submission: str, info: KitInfo) -> str:
     hidden = (f"{info.hidden_cases} hidden cases will run at grading time, so a full pass here is not "
               "a full grade." if info.hidden_cases else "There are no hidden cases for this assignment.")
+    stem = Path(submission).stem
+    notebook = f"{stem}.ipynb" if f"{stem}.ipynb" in info.starters else None
+    if notebook:
+        commands = f"""grader check {notebook}    # if you work in the notebook (save it first)
+grader check {submission}       # if you work in the .py file
+grader check .                  # this folder: grades whichever of the two you changed
+pytest                          # the same public cases as pytest tests (this folder, as above)
+pytest --submission {notebook}"""
+    else:
+        commands = f"""grader check {submission}       # public cases, a hint for each failure, an HTML report
+pytest                          # the same public cases as pytest tests
+pytest --submission other.py    # another file"""
     section = f"""
 ## Checking your work
 
-Install the grader once (your course tells you how), then, in this folder:
+Install the grader and pytest once (your course tells you where the grader comes from):
 
 ```bash
-grader check {submission}          # public cases, a hint for each failure, an HTML report
-pytest                           # the same public cases as pytest tests
-pytest --submission other.py     # another file
+pip install "attention-grader[kit]"    # the grader, with pytest
 ```
 
-`grader check` finds the assignment in `assignments/{aid}/` next to your file. It runs your
-code in a sandboxed process; {hidden}
+Then, in this folder:
+
+```bash
+{commands}
+```
+
+`grader check` finds the assignment in `assignments/{aid}/` next to your file and prints a hint
+for each failure (an HTML report too). It runs your code in a sandboxed process; {hidden}
 """
     head = original.rstrip() + "\n" if original else f"# {title}\n"
     return head + section
@@ -218,7 +338,7 @@ def release(assignment, out: Path) -> Kit:
     py = [p.name for p in starters if p.suffix == ".py"]
     hidden = [i for i in assignment.instances() if i.case.hidden]
     info = KitInfo(hidden_cases=len(hidden), hidden_points=round(sum(i.points for i in hidden), 6),
-                   submission=py[0] if py else assignment.main_module)
+                   submission=py[0] if py else assignment.main_module, starters=starter_fingerprints(src))
     _prepare_out(out)
     adir = out / "assignments" / assignment.id
     adir.mkdir(parents=True)

@@ -30,11 +30,22 @@ _ASSIGN_MAGIC = re.compile(r"^(\s*)([A-Za-z_][\w.,\s]*?)\s*=\s*[!%]")
 @dataclass(frozen=True)
 class CodeUnit:
     label: str
-    """"cell 3" for a notebook cell, the file name for a module."""
+    """"code cell 3" for a notebook cell, the file name for a module."""
     cell: int | None
-    """Notebook cell number (1-based, counting all cells as Jupyter shows them); None for .py."""
+    """Notebook code cell number, 1-based, counting code cells only (Jupyter numbers no cell, and a
+    markdown cell is nothing to look for among code); None for .py."""
     source: str
     """The code, with IPython magics and !shell lines neutralised (same line numbers)."""
+
+
+def unit_title(unit: CodeUnit, width: int = 60) -> str:
+    """How a student finds a unit: "code cell 5 (def causal_mask(q_len, k_len=None, ...)" for a cell."""
+    if unit.cell is None:
+        return unit.label
+    first = next((line.strip() for line in unit.source.splitlines() if line.strip()), "")
+    if len(first) > width:
+        first = first[: width - 1] + "…"
+    return f"{unit.label} ({first})" if first else unit.label
 
 
 @dataclass(frozen=True)
@@ -158,15 +169,14 @@ def _notebook_units(raw: bytes, name: str, cell_tag: str | None) -> list[CodeUni
     except Exception as e:  # nbformat raises many types for malformed notebooks
         raise _Refused(f"{name} is not a valid notebook ({type(e).__name__}: {str(e)[:200]})") from None
     units = []
-    for number, cell in enumerate(nb.get("cells", []), start=1):
-        if cell.get("cell_type") != "code":
-            continue
+    code_cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
+    for number, cell in enumerate(code_cells, start=1):
         if cell_tag is not None and cell_tag not in (cell.get("metadata", {}).get("tags") or []):
             continue
         source = cell.get("source", "")
         if isinstance(source, list):
             source = "".join(source)
-        units.append(CodeUnit(label=f"cell {number}", cell=number, source=neutralise_magics(source)))
+        units.append(CodeUnit(label=f"code cell {number}", cell=number, source=neutralise_magics(source)))
     if not units:
         if cell_tag is not None:
             raise _Refused(f"{name} has no code cell tagged {cell_tag!r}; add the tag to the cells "

@@ -23,7 +23,8 @@ SESSION_KEY = pytest.StashKey["_KitSession"]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("grader", "attention-grader student kit")
     group.addoption("--submission", metavar="PATH", default=None,
-                    help="File (or folder) to check [default: the kit's starter file, e.g. attention.py].")
+                    help="File (or folder) to check [default: the kit folder, where the one of attention.py "
+                         "and attention.ipynb that you changed is checked].")
     group.addoption("--grader-device", metavar="DEVICE", default="cpu",
                     help="Device to run the cases on: cpu, cuda or auto [default: cpu].")
 
@@ -59,6 +60,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
     n, points = session.hidden
     terminalreporter.write_sep("-", "attention-grader")
+    if session.note:
+        terminalreporter.write_line(session.note)
     if n:
         terminalreporter.write_line(hidden_sentence(n, points))
     if session.isolation:
@@ -74,15 +77,14 @@ class _KitSession:
         self.error: str | None = None
         self.hidden: tuple[int, float] | None = None
         self.isolation = ""
+        self.note = ""
 
     def submission(self, folder: Path) -> Path:
         opt = self.config.getoption("--submission")
         if opt:
             return Path(opt).resolve()
-        from grader.kit import kit_info
-
-        info = kit_info(folder)
-        return (folder.parent.parent / (info.submission if info else "")).resolve()
+        # The kit folder: grade_one grades whichever of the starter .py and .ipynb was changed.
+        return folder.parent.parent.resolve()
 
     def result(self, folder: Path, case_id: str, selected: list[str]) -> Any:
         if self.results is None and self.error is None:
@@ -108,6 +110,7 @@ class _KitSession:
         self.results = {c.id: (c, g.report.load) for c in g.report.cases}
         self.hidden = (g.hidden_cases, g.hidden_points)
         self.isolation = g.isolation
+        self.note = g.note
 
     def close(self) -> None:
         self.results = None
@@ -159,6 +162,8 @@ def _failure_text(case: Any, load: Any) -> str:
     from grader.report.view import evidence_facts
     from grader.results import CONCEPTS
 
+    if case.not_implemented:
+        return f"{case.title} [{case.id}]: not implemented yet\n{clean_block(case.message, 2000)}"
     concept = case.concept or case.outcome.value
     lines = [f"{case.title} [{case.id}]: {case.outcome.value}",
              f"concept: {concept} ({CONCEPTS.get(concept, concept)})",

@@ -31,6 +31,8 @@ CONCEPTS: dict[str, str] = {
     "scaling": "Scores are divided by sqrt(d_k) of one head",
     "softmax-axis": "The softmax runs over keys (the last dimension)",
     "dtype-overflow": "Fill values must fit the dtype (fp16 cannot hold -1e9 or fp32's min)",
+    "mask-dtype-promotion": "A float32 mask added to float16/bfloat16 scores promotes them: build masks in the scores' dtype",
+    "mask-convention": "Masks are bool keep-masks (True = may attend), not additive 0/-inf floats",
     "output-dtype": "Outputs keep the input dtype",
     "device-placement": "Masks and buffers are created on the inputs' device",
     "dropout": "No randomness in eval mode: dropout must be off",
@@ -133,11 +135,18 @@ class CaseResult:
     points: Points
     hidden: bool
     concept: str | None
-    """One id from CONCEPTS when the case did not pass, else None."""
+    """One id from CONCEPTS when the case did not pass, else None. A case that did not pass has no
+    concept only when the code it calls is not implemented yet (it raised NotImplementedError, as
+    the starter's placeholders do): that is no misconception, so nothing is diagnosed."""
     message: str
     """One or two plain sentences for the student. Never reveals hidden inputs."""
     evidence: Evidence = field(default_factory=Evidence)
     duration_s: float = 0.0
+
+    @property
+    def not_implemented(self) -> bool:
+        """The code this case calls still raises NotImplementedError (see ``concept``)."""
+        return self.outcome is Outcome.ERROR and self.concept is None
 
 
 @dataclass(frozen=True)
@@ -163,8 +172,14 @@ class CellError:
     """A notebook cell (or module) that raised while the submission was loaded; grading went on."""
 
     cell: int | None
+    """The code cell's number, counting code cells only (markdown cells carry no number); None for a module."""
     error: str
     traceback: str
+    label: str = ""
+    """How the student finds the cell: "code cell 5 (def causal_mask(q_len, ...)" ("" in older results)."""
+
+    def where(self) -> str:
+        return self.label or (f"code cell {self.cell}" if self.cell is not None else "module")
 
 
 @dataclass(frozen=True)
@@ -206,6 +221,10 @@ class GradeReport:
     """ISO 8601 UTC timestamp."""
     public_only: bool = False
     """True for a student self-check (hidden cases not run): not an official grade."""
+    hidden_cases: int = 0
+    """Self-check only: how many hidden case instances will run at grading time (never which)."""
+    hidden_points: float = 0.0
+    """Self-check only: what those hidden cases are worth."""
     schema_version: int = SCHEMA_VERSION
 
     def concepts_failed(self) -> list[str]:
@@ -314,5 +333,7 @@ def report_from_dict(d: dict) -> GradeReport:
         environment=Environment(**d["environment"]),
         graded_at=d["graded_at"],
         public_only=d.get("public_only", False),
+        hidden_cases=int(d.get("hidden_cases", 0)),
+        hidden_points=float(d.get("hidden_points", 0.0)),
         schema_version=version,
     )

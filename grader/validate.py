@@ -26,9 +26,12 @@ class SampleExpectation:
     path: Path
     assignment: str
     fails: frozenset[str]
-    """Base case ids (without [param]) that must not pass; every other case must pass."""
+    """Case ids that must not pass; every other case must pass. A base id ("option_pairs") covers all
+    of its parameters; ids with a parameter ("option_pairs[cache+mask-left]") say exactly which fail."""
     concepts: frozenset[str]
-    """Concepts the grader must flag (at least these)."""
+    """Concepts the grader must flag (at least these; exactly these when ``exact``)."""
+    exact: bool = False
+    """The grader flags these concepts and no other: the diagnosis names the mistake and nothing else."""
 
 
 @dataclass
@@ -50,8 +53,13 @@ class ValidationReport:
 
 def read_expectations(submissions_dir: Path) -> list[SampleExpectation]:
     table = tomllib.loads((submissions_dir / "expected.toml").read_text(encoding="utf-8"))
+    known = {"assignment", "fails", "concepts", "exact"}
+    for rel, e in table.items():
+        if set(e) - known:
+            raise ValueError(f"submissions/expected.toml [{rel!r}]: unknown keys {sorted(set(e) - known)}")
     return [SampleExpectation(submissions_dir / rel, e["assignment"], frozenset(e.get("fails", [])),
-                              frozenset(e.get("concepts", []))) for rel, e in table.items()]
+                              frozenset(e.get("concepts", [])), bool(e.get("exact", False)))
+            for rel, e in table.items()]
 
 
 def base_id(case_id: str) -> str:
@@ -65,15 +73,28 @@ def failed_ids(report: GradeReport) -> set[str]:
 def compare_to_expectation(report: GradeReport, exp: SampleExpectation) -> str:
     """'' when the report matches the declaration, else what differs."""
     failed = failed_ids(report)
+    declared = {base_id(f) for f in exp.fails}
     problems = []
-    if failed - exp.fails:
-        problems.append(f"unexpected failures: {', '.join(sorted(failed - exp.fails))}")
-    if exp.fails - failed:
-        problems.append(f"should have failed: {', '.join(sorted(exp.fails - failed))}")
-    missing = exp.concepts - set(report.concepts_failed())
+    if failed - declared:
+        problems.append(f"unexpected failures: {', '.join(sorted(failed - declared))}")
+    if declared - failed:
+        problems.append(f"should have failed: {', '.join(sorted(declared - failed))}")
+    for base in sorted({base_id(f) for f in exp.fails if "[" in f}):
+        want = {f for f in exp.fails if "[" in f and base_id(f) == base}
+        got = {c.id for c in report.cases if base_id(c.id) == base and c.outcome is not Outcome.PASSED}
+        if want != got:
+            problems.append(f"{base}: failed {', '.join(sorted(got)) or 'none'}; declared {', '.join(sorted(want))}")
+    flagged = set(report.concepts_failed())
+    missing = exp.concepts - flagged
     if missing:
         problems.append(f"concepts not flagged: {', '.join(sorted(missing))} (flagged: "
                         f"{', '.join(report.concepts_failed()) or 'none'})")
+    if exp.exact and flagged - exp.concepts:
+        problems.append(f"concepts flagged but not declared (exact = true): {', '.join(sorted(flagged - exp.concepts))}")
+    unexplained = [c.id for c in report.cases if c.outcome is not Outcome.PASSED and not c.concept
+                   and not c.not_implemented]
+    if unexplained:
+        problems.append(f"failed without a concept: {', '.join(unexplained)}")
     return "; ".join(problems)
 
 

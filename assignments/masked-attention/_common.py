@@ -6,7 +6,8 @@ import torch
 
 import reference
 from grader.cases import Setup, SetupContext, Verdict
-from grader.checks.attention import attention_case, check_attention
+from grader.checks.attention import MESSAGES, attention_case, check_attention
+from grader.checks.compare import Expected, check_structure, check_values
 
 
 def qkv(ctx: SetupContext, B: int, H: int, Lq: int, Lk: int, D: int, *, dtype=torch.float32,
@@ -50,3 +51,68 @@ def padded_causal(ctx: SetupContext, lengths: list[int], T: int, side: str):
     pad = reference.padding_mask(lengths, T, side=side, device=ctx.device)
     keep = reference.combine_masks(reference.causal_mask(T, device=ctx.device), pad)  # (B, 1, T, T)
     return pad, keep
+
+
+def fully_masked_setup(ctx: SetupContext, q, k, v, keep) -> Setup:
+    """A case whose keep mask leaves some query rows with no visible key: the forward must give
+    zeros there, and the gradients (of the output times a random cotangent) must be the oracle's."""
+    g = ctx.randn(*q.shape[:-1], v.shape[-1])
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    out64, _ = reference.oracle_attention(q64, k64, v64, keep)
+    (out64 * g.double()).sum().backward()
+    s = attention_setup(q, k, v, keep)
+    s.extra.update(cotangent=g, grads=[t.grad for t in (q64, k64, v64)])
+    return s
+
+
+def check_fully_masked(student, s: Setup, *, message: str = MESSAGES["fully-masked-rows"]) -> Verdict:
+    forward = run_attention(student, s, concept="fully-masked-rows", message=message)
+    if not forward.passed:
+        return forward
+    i = s.inputs
+    _, grads = student.vjp("masked_attention", (i["q"], i["k"], i["v"]), {"mask": i["mask"]},
+                           wrt=[0, 1, 2], cotangent=s.extra["cotangent"], output_index=0)
+    for name, got, want in zip(("dQ", "dK", "dV"), grads, s.extra["grads"]):
+        if got is None:
+            return Verdict.fail("fully-masked-rows", f"No gradient reached {name[1].lower()}: the output must be "
+                                "differentiable (no .detach(), no torch.no_grad inside).")
+        v = check_values(got, Expected(want, None, torch.float32), what=name, concept="fully-masked-rows",
+                         message=f"{name} is wrong. " + MESSAGES["fully-masked-rows"], atol=1e-4, rtol=1e-4)
+        if not v.passed:
+            if v.evidence.nan_locations:
+                return Verdict.fail("fully-masked-rows", f"The forward pass is clean but {name} contains NaN: "
+                                    "an -inf row or an additive -inf bias still poisons the backward pass. Guard the "
+                                    "scores before the softmax (e.g. torch.where on mask.any(-1)).", v.evidence)
+            return v
+    return Verdict.ok()
+
+
+def check_on_meta(student, s: Setup, shapes: dict[str, tuple[int, ...]]) -> Verdict:
+    """masked_attention on meta tensors: it must run and give meta outputs of the right shapes."""
+    i = s.inputs
+    result = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        return Verdict.fail("signature", "masked_attention must return a tuple (out, weights).")
+    for value, name in zip(result, ("out", "weights")):
+        bad = check_structure(value, shapes[name], torch.float32, what=name, shape_concept="device-placement")
+        if bad:
+            return bad
+        if value.device.type != "meta":
+            return Verdict.fail("device-placement", f"{name} came back on {value.device}, not on the inputs' "
+                                "device: create masks and constants with device=q.device.")
+    return Verdict.ok()
+
+
+def check_twice(student, s: Setup) -> Verdict:
+    """Two identical calls must give bit-identical results that match the reference (no dropout)."""
+    i = s.inputs
+    first = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
+    second = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
+    same = (isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second) == 2
+            and all(type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape
+                    and torch.equal(a, b) for a, b in zip(first, second)))
+    if not same:
+        return Verdict.fail("dropout", "Two identical calls gave different results: masked_attention must not "
+                            "use dropout (F.dropout defaults to training=True).")
+    return check_attention(first, s.expected, concept="dropout",
+                           message="The weights look randomly dropped and rescaled: remove dropout.")

@@ -11,10 +11,11 @@ import torch
 import reference
 from grader.cases import Setup, Verdict, case
 from grader.checks.attention import MESSAGES, check_attention
-from grader.checks.compare import Expected, check_structure, check_values
+from grader.checks.compare import check_structure
 from grader.checks.masks import check_mask
 
-from ._common import attention_setup, make_loud, padded_causal, qkv, run_attention, valid_query_rows
+from ._common import (attention_setup, check_fully_masked, check_on_meta, check_twice, fully_masked_setup, make_loud,
+                      padded_causal, qkv, run_attention, valid_query_rows)
 
 # --- masks -----------------------------------------------------------------------------------
 
@@ -38,7 +39,7 @@ def _(student, s, param):
 
 
 @case("causal_mask_device", title="causal_mask creates the mask on the requested device",
-      concept="device-placement", points=1, hidden=True, uses=("causal_mask",))
+      concept="device-placement", points=1, hidden=True, uses=("causal_mask",), meta=True)
 def causal_mask_device(ctx):
     return Setup(inputs=dict(q_len=4, k_len=7, device="meta"), expected=None)
 
@@ -175,36 +176,12 @@ def _(student, s, param):
 def fully_masked_rows_case(ctx):
     q, k, v = qkv(ctx, 2, 2, 8, 8, 8)
     pad, keep = padded_causal(ctx, [8, 5], 8, "left")  # batch 1's first 3 query rows see nothing
-    g = ctx.randn(2, 2, 8, 8)
-    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
-    out64, _ = reference.oracle_attention(q64, k64, v64, keep)
-    (out64 * g.double()).sum().backward()
-    s = attention_setup(q, k, v, keep)
-    s.extra.update(cotangent=g, grads=[t.grad for t in (q64, k64, v64)])
-    return s
+    return fully_masked_setup(ctx, q, k, v, keep)
 
 
 @fully_masked_rows_case.check
 def _(student, s, param):
-    forward = run_attention(student, s, concept="fully-masked-rows", message=MESSAGES["fully-masked-rows"])
-    if not forward.passed:
-        return forward
-    i = s.inputs
-    _, grads = student.vjp("masked_attention", (i["q"], i["k"], i["v"]), {"mask": i["mask"]},
-                           wrt=[0, 1, 2], cotangent=s.extra["cotangent"], output_index=0)
-    for name, got, want in zip(("dQ", "dK", "dV"), grads, s.extra["grads"]):
-        if got is None:
-            return Verdict.fail("fully-masked-rows", f"No gradient reached {name[1].lower()}: the output must be "
-                                "differentiable (no .detach(), no torch.no_grad inside).")
-        v = check_values(got, Expected(want, None, torch.float32), what=name, concept="fully-masked-rows",
-                         message=f"{name} is wrong. " + MESSAGES["fully-masked-rows"], atol=1e-4, rtol=1e-4)
-        if not v.passed:
-            if v.evidence.nan_locations:
-                return Verdict.fail("fully-masked-rows", f"The forward pass is clean but {name} contains NaN: "
-                                    "an -inf row or an additive -inf bias still poisons the backward pass. Guard the "
-                                    "scores before the softmax (e.g. torch.where on mask.any(-1)).", v.evidence)
-            return v
-    return Verdict.ok()
+    return check_fully_masked(student, s)
 
 
 # --- attention: half precision -----------------------------------------------------------------
@@ -329,7 +306,7 @@ def _(student, s, param):
 
 # C15 in the case design table
 @case("attention_device", title="Runs on another device (meta tensors stand in for a GPU)",
-      concept="device-placement", points=1, hidden=True, uses=("masked_attention",))
+      concept="device-placement", points=1, hidden=True, uses=("masked_attention",), meta=True)
 def attention_device(ctx):
     q, k, v = (torch.empty(2, 2, 5, 8, device="meta") for _ in range(3))
     keep = torch.empty(2, 1, 5, 5, dtype=torch.bool, device="meta")
@@ -338,18 +315,7 @@ def attention_device(ctx):
 
 @attention_device.check
 def _(student, s, param):
-    i = s.inputs
-    result = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        return Verdict.fail("signature", "masked_attention must return a tuple (out, weights).")
-    for value, shape, name in ((result[0], (2, 2, 5, 8), "out"), (result[1], (2, 2, 5, 5), "weights")):
-        bad = check_structure(value, shape, torch.float32, what=name, shape_concept="device-placement")
-        if bad:
-            return bad
-        if value.device.type != "meta":
-            return Verdict.fail("device-placement", f"{name} came back on {value.device}, not on the inputs' "
-                                "device: create masks and constants with device=q.device.")
-    return Verdict.ok()
+    return check_on_meta(student, s, {"out": (2, 2, 5, 8), "weights": (2, 2, 5, 5)})
 
 
 # C16 in the case design table
@@ -362,14 +328,46 @@ def eval_determinism(ctx):
 
 @eval_determinism.check
 def _(student, s, param):
+    return check_twice(student, s)
+
+
+# --- options combined: every dtype with every kind of mask, rectangular masks with padding -----
+
+
+def _pairs(ctx):
+    """One dtype x mask pairing per parameter, none of them tried by another case."""
+    dtype, kind, side = ctx.param
+    if kind == "none":
+        return attention_setup(*qkv(ctx, 2, 3, 7, 7, 16, dtype=dtype))
+    if kind == "empty-rows":  # causal with left padding: the padded queries see no key
+        q, k, v = qkv(ctx, 2, 2, 7, 7, 16, dtype=dtype)
+        _, keep = padded_causal(ctx, [7, 4], 7, "left")
+        return attention_setup(q, k, v, keep)
+    lq, lk = (3, 9) if kind == "chunk" else (1, 8)  # new queries are the last lq of lk positions
+    q, k, v = qkv(ctx, 3, 2, lq, lk, 16, dtype=dtype)
+    pad = reference.padding_mask([lk, lk - 2, lk - 4], lk, side=side, device=ctx.device)
+    keep = reference.combine_masks(reference.causal_mask(lq, lk, device=ctx.device), pad)  # (B, 1, lq, lk)
+    k, v = make_loud(k, v, pad)
+    return attention_setup(q, k, v, keep, rows=pad[:, None, lk - lq:, None])
+
+
+@case("option_pairs", title="Every dtype with every kind of mask (pairs no other case tries)",
+      concept="padding-broadcast", points=4, hidden=True, uses=("masked_attention",),
+      params={"fp16,none": (torch.float16, "none", None), "bf16,empty-rows": (torch.bfloat16, "empty-rows", None),
+              "fp64,chunk,left": (torch.float64, "chunk", "left"), "fp16,chunk,right": (torch.float16, "chunk", "right"),
+              "bf16,decode,left": (torch.bfloat16, "decode", "left"), "fp32,decode,right": (torch.float32, "decode", "right"),
+              "fp64,empty-rows": (torch.float64, "empty-rows", None), "fp32,chunk,left": (torch.float32, "chunk", "left")})
+def option_pairs(ctx):
+    return _pairs(ctx)
+
+
+@option_pairs.check
+def _(student, s, param):
+    dtype, kind, _ = param
+    concept = ("fully-masked-rows" if kind == "empty-rows" else "softmax-axis" if kind == "none"
+               else "dtype-overflow" if dtype in (torch.float16, torch.bfloat16) else "padding-broadcast")
     i = s.inputs
-    first = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
-    second = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
-    same = (isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second) == 2
-            and all(type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape
-                    and torch.equal(a, b) for a, b in zip(first, second)))
-    if not same:
-        return Verdict.fail("dropout", "Two identical calls gave different results: masked_attention must not "
-                            "use dropout (F.dropout defaults to training=True).")
-    return check_attention(first, s.expected, concept="dropout",
-                           message="The weights look randomly dropped and rescaled: remove dropout.")
+    # float64 is held to float32's tolerance: what is graded is the masking, not the last digits.
+    return check_attention(student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"]), s.expected,
+                           concept=concept, message=MESSAGES[concept],
+                           atol=1e-5 if dtype is torch.float64 else None)

@@ -1,14 +1,21 @@
-"""Public cases: students run these with `grader check` (and see every detail of them)."""
+"""Public cases: students run these with `grader check` (and see every detail of them).
+
+Every requirement the README states is tried here once, on small inputs of its own; the hidden
+cases try the same requirements again on other inputs and in combination.
+"""
 
 from __future__ import annotations
 
 import torch
 
 import reference
-from grader.cases import Setup, case
+from grader.cases import Setup, Verdict, case
+from grader.checks.attention import MESSAGES, check_attention
+from grader.checks.compare import check_structure
 from grader.checks.masks import check_mask
 
-from ._common import attention_setup, qkv, run_attention
+from ._common import (attention_setup, check_fully_masked, check_on_meta, check_twice, fully_masked_setup, make_loud,
+                      padded_causal, qkv, run_attention, valid_query_rows)
 
 
 @case("causal_mask_square", title="causal_mask on a square sequence", concept="causal-diagonal",
@@ -82,3 +89,126 @@ def attention_causal_small(ctx):
 def _(student, s, param):
     return run_attention(student, s, concept="mask-fill-value",
                          message="Masked scores must be -inf (or finfo(dtype).min) before the softmax.")
+
+
+# --- the requirements the cases above do not reach ---------------------------------------------
+
+
+@case("causal_mask_offset", title="causal_mask with fewer queries than keys (a chunk, a decode step)",
+      concept="causal-alignment", points=1, hidden=False, uses=("causal_mask",),
+      params={"2 of 5": (2, 5), "1 of 4": (1, 4)})
+def causal_mask_offset(ctx):
+    lq, lk = ctx.param
+    return Setup(inputs=dict(q_len=lq, k_len=lk), expected=reference.causal_mask(lq, lk),
+                 extra=dict(alt={"causal-alignment": torch.ones(lq, lk, dtype=torch.bool).tril(),
+                                 "causal-diagonal": torch.ones(lq, lk, dtype=torch.bool).tril(lk - lq - 1)}))
+
+
+@causal_mask_offset.check
+def _(student, s, param):
+    lq, lk = param
+    return check_mask(student.causal_mask(lq, lk), s.expected, what=f"causal_mask({lq}, {lk})",
+                      concept="causal-alignment", message=MESSAGES["causal-alignment"], alternatives=s.extra["alt"])
+
+
+@case("causal_mask_on_device", title="causal_mask(2, 3, device='meta') is made on that device",
+      concept="device-placement", points=1, hidden=False, uses=("causal_mask",), meta=True)
+def causal_mask_on_device(ctx):
+    return Setup(inputs=dict(q_len=2, k_len=3, device="meta"))
+
+
+@causal_mask_on_device.check
+def _(student, s, param):
+    got = student.causal_mask(2, 3, device="meta")
+    bad = check_structure(got, (2, 3), torch.bool, what="causal_mask(2, 3, device='meta')",
+                          shape_concept="causal-alignment")
+    if bad:
+        return bad
+    if got.device.type != "meta":
+        return Verdict.fail("device-placement", f"causal_mask ignored its device argument (the mask came back on "
+                            f"{got.device}): pass device=device to torch.ones/torch.arange.")
+    return Verdict.ok()
+
+
+@case("padding_mask_left_side", title="padding_mask with side='left'", concept="padding-broadcast",
+      points=1, hidden=False, uses=("padding_mask",))
+def padding_mask_left_side(ctx):
+    lengths = [4, 1, 0]
+    return Setup(inputs=dict(lengths=lengths, max_len=4), expected=reference.padding_mask(lengths, 4, side="left"),
+                 extra=dict(other=reference.padding_mask(lengths, 4, side="right")))
+
+
+@padding_mask_left_side.check
+def _(student, s, param):
+    i = s.inputs
+    return check_mask(student.padding_mask(torch.tensor(i["lengths"]), i["max_len"], side="left"), s.expected,
+                      what="padding_mask(lengths, 4, side='left')", concept="padding-broadcast",
+                      message="With side='left' the real tokens are the last `length` positions of the row.",
+                      alternatives={"padding-broadcast": s.extra["other"]})
+
+
+@case("attention_empty_row", title="masked_attention when a query may see no key: zeros, finite gradients",
+      concept="fully-masked-rows", points=1, hidden=False, uses=("masked_attention",))
+def attention_empty_row(ctx):
+    q, k, v = qkv(ctx, 1, 2, 4, 5, 8)
+    keep = reference.causal_mask(4, 5, device=ctx.device).clone()
+    keep[1] = False  # query 1 may see nothing
+    return fully_masked_setup(ctx, q, k, v, keep)
+
+
+@attention_empty_row.check
+def _(student, s, param):
+    return check_fully_masked(student, s)
+
+
+@case("attention_half", title="masked_attention in float16 and bfloat16 (padding and a causal mask)",
+      concept="dtype-overflow", points=1, hidden=False, uses=("masked_attention",),
+      params={"float16": torch.float16, "bfloat16": torch.bfloat16})
+def attention_half(ctx):
+    q, k, v = qkv(ctx, 2, 2, 6, 6, 16, dtype=ctx.param)
+    pad, keep = padded_causal(ctx, [6, 4], 6, "right")
+    k, v = make_loud(k, v, pad)
+    return attention_setup(q, k, v, keep, rows=valid_query_rows(keep) & pad[:, None, :, None])
+
+
+@attention_half.check
+def _(student, s, param):
+    return run_attention(student, s, concept="dtype-overflow", message=MESSAGES["dtype-overflow"])
+
+
+@case("attention_on_device", title="masked_attention on meta tensors (a stand-in for a GPU) returns meta tensors",
+      concept="device-placement", points=1, hidden=False, uses=("masked_attention",), meta=True)
+def attention_on_device(ctx):
+    q, k, v = (torch.empty(1, 2, 3, 4, device="meta") for _ in range(3))
+    return Setup(inputs=dict(q=q, k=k, v=v, mask=torch.empty(3, 3, dtype=torch.bool, device="meta")))
+
+
+@attention_on_device.check
+def _(student, s, param):
+    return check_on_meta(student, s, {"out": (1, 2, 3, 4), "weights": (1, 2, 3, 3)})
+
+
+@case("attention_large_scores", title="masked_attention with large scores (no overflow in the softmax)",
+      concept="numerical-stability", points=1, hidden=False, uses=("masked_attention",))
+def attention_large_scores(ctx):
+    q, k, v = qkv(ctx, 1, 2, 5, 5, 64, q_scale=60.0)  # scores reach ~200: exp overflows float32 past 88.7
+    return attention_setup(q, k, v, reference.causal_mask(5, device=ctx.device))
+
+
+@attention_large_scores.check
+def _(student, s, param):
+    i = s.inputs
+    return check_attention(student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"]), s.expected,
+                           concept="numerical-stability", message=MESSAGES["numerical-stability"], atol=1e-4)
+
+
+@case("attention_twice", title="masked_attention gives the same result twice (no dropout)",
+      concept="dropout", points=1, hidden=False, uses=("masked_attention",))
+def attention_twice(ctx):
+    q, k, v = qkv(ctx, 1, 2, 12, 12, 8)
+    return attention_setup(q, k, v, reference.causal_mask(12, device=ctx.device))
+
+
+@attention_twice.check
+def _(student, s, param):
+    return check_twice(student, s)

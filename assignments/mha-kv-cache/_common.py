@@ -9,7 +9,7 @@ import torch
 import reference
 from grader.cases import Setup, SetupContext, Verdict
 from grader.checks import mha as variants
-from grader.checks.compare import Expected, check_values
+from grader.checks.compare import Expected, check_structure, check_values
 from grader.results import CONCEPTS, Evidence
 from grader.sandbox import StudentError
 
@@ -20,7 +20,8 @@ MESSAGES = {
                   "(or splitting features with a stride) mixes positions and heads.",
     "head-merge": "Merge heads with out.transpose(1, 2).reshape(B, T, d_model) before W_o.",
     "scaling": "Divide the scores by sqrt(d_k) of one head, not by sqrt(d_model).",
-    "causal-leak": "With causal=True a token must not see later tokens.",
+    "causal-leak": "With causal=True a token must not see later tokens, also when a mask is given too: "
+                   "AND the causal mask with it.",
     "causal-alignment": "With a cache, the new tokens are the last positions: query i of T_new sees keys "
                         "j <= T_total - T_new + i (rows N..N+T_new-1 of the causal mask).",
     "kv-cache-growth": "After each step the cache must hold every token so far: len(cache) grows by T_new.",
@@ -30,6 +31,9 @@ MESSAGES = {
                         "every new token, AND-ed with the causal mask.",
     "dropout": "Two identical calls in eval mode must give identical outputs: use nn.Dropout (which .eval() "
                "turns off) or pass training=self.training.",
+    "fully-masked-rows": "A query that may see no key (a left-padded position with causal=True) must output "
+                         "zeros, never NaN: find such rows with mask.any(-1) and set their weights to 0 "
+                         "(torch.where), before W_o.",
     "dtype-overflow": "In float16 the mask fill must fit the dtype: use torch.finfo(scores.dtype).min or -inf, "
                       "never -1e9 or float32's min, and keep every tensor in the module's dtype.",
 }
@@ -110,13 +114,13 @@ def guarded(fn):
     return run
 
 
-def run_steps(student, m, x: torch.Tensor, steps, *, mask=None):
+def run_steps(student, m, x: torch.Tensor, steps, *, mask=None, causal: bool = True):
     """Decode through the student's cache; returns (outputs concatenated, cache length after each step)."""
     cache = student.KVCache()
     outs, lengths = [], []
     for start, end in steps:
         kw = {} if mask is None else {"mask": mask[:, None, None, :end]}
-        out = m(x[:, start:end], causal=True, cache=cache, **kw)
+        out = m(x[:, start:end], causal=causal, cache=cache, **kw)
         if type(out) is not torch.Tensor:
             raise Refused(Verdict.fail("signature", f"forward returned {type(out).__name__}, expected a tensor."))
         outs.append(out)
@@ -156,6 +160,8 @@ def broken_cache(student) -> Verdict | None:
         cache.append(k1, v1)
         got = cache.append(k2, v2)
     except StudentError as e:
+        if e.exc_type == "NotImplementedError":
+            raise  # a placeholder: the engine says "not implemented yet"
         return Verdict.fail("kv-cache-append", f"Decoding failed inside KVCache.append ({e.exc_type}: "
                             f"{e.message[:120]}): concatenate on the time axis, dim 2 of (B, h, T, d_k).")
     ok = (isinstance(got, (tuple, list)) and len(got) == 2 and all(type(t) is torch.Tensor for t in got)
@@ -173,9 +179,12 @@ def broken_cache(student) -> Verdict | None:
 def check_decode(student, s: Setup, *, concept: str) -> Verdict:
     i = s.inputs
     m = load_student(student, i["d"], i["h"], i["weights"])
+    causal = i.get("causal", True)
     try:
-        got, lengths = run_steps(student, m, i["x"], i["steps"], mask=i.get("mask"))
-    except StudentError:
+        got, lengths = run_steps(student, m, i["x"], i["steps"], mask=i.get("mask"), causal=causal)
+    except StudentError as e:
+        if e.exc_type == "NotImplementedError":
+            raise  # a placeholder: the engine says "not implemented yet"
         cause = broken_cache(student) or root_cause(student, m, i["weights"], i["h"], i["x"])
         if cause:
             return cause
@@ -186,18 +195,64 @@ def check_decode(student, s: Setup, *, concept: str) -> Verdict:
         return Verdict.fail(c, message_for(c),
                             Evidence(notes=[f"len(cache) after each step: {lengths}; expected {want}"]))
     weights, h, x, steps, mask = i["weights"], i["h"], i["x"], i["steps"], i.get("mask")
-    return check_mha(got, s.expected, lambda var: variants.decode(weights, h, x, steps, mask=mask, variant=var),
+    return check_mha(got, s.expected,
+                     lambda var: variants.decode(weights, h, x, steps, mask=mask, causal=causal, variant=var),
                      concept=concept, where=s.extra.get("rows"), what="the concatenated decode outputs")
 
 
 def decode_setup(ctx: SetupContext, *, B: int, T: int, d: int, h: int, prefill: int, chunks: list[int],
-                 mask=None, rows=None) -> Setup:
+                 mask=None, rows=None, causal: bool = True, x=None) -> Setup:
     weights = make_weights(ctx, d)
-    x = ctx.randn(B, T, d)
+    x = ctx.randn(B, T, d) if x is None else x
     steps = steps_of(prefill, chunks)
-    oracle = variants.decode(weights, h, x, steps, mask=mask)
-    with torch.no_grad():
-        naive = reference.decode(ref_module(weights, d, h, device=ctx.device), x, prefill, chunks, mask=mask)
-    return Setup(inputs=dict(weights=weights, d=d, h=h, x=x, steps=steps, mask=mask),
+    oracle = variants.decode(weights, h, x, steps, mask=mask, causal=causal)
+    if causal:
+        with torch.no_grad():
+            naive = reference.decode(ref_module(weights, d, h, device=ctx.device), x, prefill, chunks, mask=mask)
+    else:
+        naive = None  # float32 inputs: the fixed tolerance applies, no naive reference needed
+    return Setup(inputs=dict(weights=weights, d=d, h=h, x=x, steps=steps, mask=mask, causal=causal),
                  expected=Expected(oracle, naive, x.dtype), extra=dict(rows=rows))
+
+
+def forward_setup(ctx: SetupContext, *, B, T, d, h, causal=False, mask=None, rows=None, dtype=torch.float32,
+                  x=None) -> Setup:
+    w = make_weights(ctx, d, dtype)
+    x = ctx.randn(B, T, d, dtype=dtype) if x is None else x
+    return Setup(inputs=dict(d=d, h=h, weights=w, x=x, causal=causal, mask=mask, dtype=dtype),
+                 expected=expected(w, h, x, mask=mask, causal=causal), extra=dict(rows=rows))
+
+
+def check_forward(student, s: Setup, *, concept: str, candidates=tuple(variants.VARIANTS)) -> Verdict:
+    i = s.inputs
+    m = load_student(student, i["d"], i["h"], i["weights"], i["dtype"])
+    out = m(i["x"], i["mask"], causal=i["causal"])
+    return check_mha(out, s.expected,
+                     lambda v: variants.forward(i["weights"], i["h"], i["x"], mask=i["mask"], causal=i["causal"],
+                                                variant=v)[0],
+                     concept=concept, where=s.extra.get("rows"), candidates=candidates)
+
+
+def check_on_meta(student, d: int, h: int, x: torch.Tensor) -> Verdict:
+    """The module moved to the meta device must run there (masks made on x.device or as buffers)."""
+    m = student.MultiHeadAttention(d, h).to("meta")
+    m.eval()
+    out = m(x, causal=True)
+    bad = check_structure(out, tuple(x.shape), torch.float32, what="forward(x) on meta", shape_concept="device-placement")
+    if bad:
+        return bad
+    if out.device.type != "meta":
+        return Verdict.fail("device-placement", f"The output came back on {out.device}: create masks with "
+                            "device=x.device or register them as buffers so .to() moves them.")
+    return Verdict.ok()
+
+
+def check_twice(student, s: Setup) -> Verdict:
+    i = s.inputs
+    m = load_student(student, i["d"], i["h"], i["weights"])
+    a, b = m(i["x"], causal=True), m(i["x"], causal=True)
+    if not (type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape and torch.equal(a, b)):
+        return Verdict.fail("dropout", "Two identical calls in eval mode gave different outputs: use nn.Dropout "
+                            "(which .eval() turns off) or pass training=self.training.")
+    return check_forward(student, s, concept="dropout")
 

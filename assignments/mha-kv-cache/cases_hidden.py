@@ -17,7 +17,8 @@ from grader.results import Evidence
 from grader.sandbox import StudentError
 
 from ._common import (
-    check_decode, check_mha, decode_setup, expected, guarded, load_student, make_weights, root_cause,
+    check_decode, check_forward, check_on_meta, check_twice, decode_setup, forward_setup, guarded, load_student,
+    make_weights, message_for, root_cause,
 )
 from .cases_public import check_appends
 
@@ -25,46 +26,29 @@ from .cases_public import check_appends
 MASK_SIZE = {"must match the size of tensor": "causal-alignment"}
 
 
-def _forward_setup(ctx, *, B, T, d, h, causal=False, mask=None, rows=None, dtype=torch.float32, x=None):
-    w = make_weights(ctx, d, dtype)
-    x = ctx.randn(B, T, d, dtype=dtype) if x is None else x
-    return Setup(inputs=dict(d=d, h=h, weights=w, x=x, causal=causal, mask=mask, dtype=dtype),
-                 expected=expected(w, h, x, mask=mask, causal=causal), extra=dict(rows=rows))
-
-
-def _check_forward(student, s, *, concept, candidates=tuple(variants.VARIANTS)):
-    i = s.inputs
-    m = load_student(student, i["d"], i["h"], i["weights"], i["dtype"])
-    out = m(i["x"], i["mask"], causal=i["causal"])
-    return check_mha(out, s.expected,
-                     lambda v: variants.forward(i["weights"], i["h"], i["x"], mask=i["mask"], causal=i["causal"],
-                                                variant=v)[0],
-                     concept=concept, where=s.extra.get("rows"), candidates=candidates)
-
-
 # C17 in the case design table
 @case("mha_weights", title="Forward with copied weights (E32 H4 B2 T10)", concept="head-split",
       points=3, hidden=True, uses=("MultiHeadAttention",))
 def mha_weights(ctx):
-    return _forward_setup(ctx, B=2, T=10, d=32, h=4)
+    return forward_setup(ctx, B=2, T=10, d=32, h=4)
 
 
 @mha_weights.check
 @guarded
 def _(student, s, param):
-    return _check_forward(student, s, concept="head-split")
+    return check_forward(student, s, concept="head-split")
 
 
 @case("mha_causal", title="causal=True hides future tokens", concept="causal-leak",
       points=2, hidden=True, uses=("MultiHeadAttention",))
 def mha_causal(ctx):
-    return _forward_setup(ctx, B=2, T=9, d=32, h=4, causal=True)
+    return forward_setup(ctx, B=2, T=9, d=32, h=4, causal=True)
 
 
 @mha_causal.check
 @guarded
 def _(student, s, param):
-    return _check_forward(student, s, concept="causal-leak")
+    return check_forward(student, s, concept="causal-leak")
 
 
 @case("mha_padding", title="key padding mask (B, 1, 1, T) with B == h", concept="padding-broadcast",
@@ -72,13 +56,13 @@ def _(student, s, param):
 def mha_padding(ctx):
     pad = reference.padding_mask([8, 5, 3, 6], 8, device=ctx.device)
     x = ctx.randn(4, 8, 32).masked_fill(~pad[:, :, None], 50.0)  # loud padding embeddings
-    return _forward_setup(ctx, B=4, T=8, d=32, h=4, mask=pad[:, None, None, :], rows=pad[:, :, None], x=x)
+    return forward_setup(ctx, B=4, T=8, d=32, h=4, mask=pad[:, None, None, :], rows=pad[:, :, None], x=x)
 
 
 @mha_padding.check
 @guarded
 def _(student, s, param):
-    return _check_forward(student, s, concept="padding-broadcast")
+    return check_forward(student, s, concept="padding-broadcast")
 
 
 # C18 in the case design table
@@ -165,8 +149,17 @@ def _(student, s, param):
                          message=f"Sequence {b} gives different outputs alone and inside a {i['side']}-padded batch: "
                                  "padding must hide keys, never change real tokens.")
         if not v.passed:
-            return root_cause(student, m, i["weights"], i["h"], i["x"]) or v
+            return root_cause(student, m, i["weights"], i["h"], i["x"]) or _causal_dropped(batched, i) or v
     return Verdict.ok()
+
+
+def _causal_dropped(batched, i) -> Verdict | None:
+    """The padded batch (mask and causal=True) came out as if causal were ignored when a mask is given."""
+    real = i["pad"][:, :, None]
+    leak = variants.matching_variant(
+        batched, lambda var: variants.forward(i["weights"], i["h"], i["x"], mask=i["pad"][:, None, None, :],
+                                              causal=True, variant=var)[0], where=real, candidates=("causal-leak",))
+    return Verdict.fail(leak, message_for(leak)) if leak else None
 
 
 # C20 in the case design table
@@ -229,54 +222,39 @@ def _(student, s, param):
 
 # C15 in the case design table
 @case("mha_device", title="Runs on another device (meta tensors stand in for a GPU)",
-      concept="device-placement", points=1, hidden=True, uses=("MultiHeadAttention",))
+      concept="device-placement", points=1, hidden=True, uses=("MultiHeadAttention",), meta=True)
 def mha_device(ctx):
     return Setup(inputs=dict(x=torch.empty(2, 5, 8, device="meta")))
 
 
 @mha_device.check
 def _(student, s, param):
-    m = student.MultiHeadAttention(8, 2).to("meta")
-    m.eval()
-    out = m(s.inputs["x"], causal=True)
-    bad = check_structure(out, (2, 5, 8), torch.float32, what="forward(x) on meta", shape_concept="device-placement")
-    if bad:
-        return bad
-    if out.device.type != "meta":
-        return Verdict.fail("device-placement", f"The output came back on {out.device}: create masks with "
-                            "device=x.device or register them as buffers so .to() moves them.")
-    return Verdict.ok()
+    return check_on_meta(student, 8, 2, s.inputs["x"])
 
 
 # C16 in the case design table
 @case("mha_eval_determinism", title="Eval mode is deterministic (no dropout)", concept="dropout",
       points=1, hidden=True, uses=("MultiHeadAttention",))
 def mha_eval_determinism(ctx):
-    return _forward_setup(ctx, B=2, T=8, d=16, h=2, causal=True)
+    return forward_setup(ctx, B=2, T=8, d=16, h=2, causal=True)
 
 
 @mha_eval_determinism.check
 @guarded
 def _(student, s, param):
-    i = s.inputs
-    m = load_student(student, i["d"], i["h"], i["weights"])
-    a, b = m(i["x"], causal=True), m(i["x"], causal=True)
-    if not (type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape and torch.equal(a, b)):
-        return Verdict.fail("dropout", "Two identical calls in eval mode gave different outputs: use nn.Dropout "
-                            "(which .eval() turns off) or pass training=self.training.")
-    return _check_forward(student, s, concept="dropout")
+    return check_twice(student, s)
 
 
 @case("mha_fp16_causal", title="float16 weights and inputs with causal=True", concept="dtype-overflow",
       points=2, hidden=True, uses=("MultiHeadAttention",))
 def mha_fp16_causal(ctx):
-    return _forward_setup(ctx, B=2, T=16, d=32, h=4, causal=True, dtype=torch.float16)
+    return forward_setup(ctx, B=2, T=16, d=32, h=4, causal=True, dtype=torch.float16)
 
 
 @mha_fp16_causal.check
 @guarded
 def _(student, s, param):
-    return _check_forward(student, s, concept="dtype-overflow")
+    return check_forward(student, s, concept="dtype-overflow")
 
 
 @case("kv_cache_append_shapes", title="KVCache with B=2, h=3 and appends of 4, 1 and 2 steps",
@@ -289,3 +267,80 @@ def kv_cache_append_shapes(ctx):
 @kv_cache_append_shapes.check
 def _(student, s, param):
     return check_appends(student, s.inputs["chunks"])
+
+
+# --- the API's options combined ------------------------------------------------------------------
+# mask (key padding, right or left) / causal / both / neither, each without and with a cache that
+# grows by steps of different sizes: a bug that lives in one combination ("causal is ignored when a
+# mask is given", "the mask is dropped once there is a cache") fails the pairs that reach it.
+
+# label -> (mask side or None, causal, steps: None = one forward call, else (prefill, chunks)).
+# Neither and causal alone without a cache are mha_weights and mha_causal; mask alone (right) is mha_padding.
+FORWARD_OPTIONS = {
+    "mask-left": ("left", False, None),
+    "causal+mask-right": ("right", True, None),
+    "causal+mask-left": ("left", True, None),
+}
+CACHE_OPTIONS = {
+    "cache": (None, False, (3, [2, 1])),
+    "cache+mask-left": ("left", False, (2, [1, 3])),
+    "cache+causal": (None, True, (1, [3, 2])),
+    "cache+causal+mask-right": ("right", True, (3, [2, 1])),
+    "cache+causal+mask-left-grown": ("left", True, (0, [2, 3, 1])),
+}
+
+
+def _options_setup(ctx):
+    side, causal, steps = ctx.param
+    B, T, d, h = 3, 6, 24, 3  # B == h: a padding mask broadcast on the wrong axis still lines up
+    pad = reference.padding_mask([6, 4, 5], T, side=side, device=ctx.device) if side else None
+    x = ctx.randn(B, T, d)
+    if pad is not None:
+        x = x.masked_fill(~pad[:, :, None], 50.0)  # loud padding embeddings
+    rows = pad[:, :, None] if pad is not None else None  # padded queries: mha_empty_rows grades those
+    if steps is None:
+        return forward_setup(ctx, B=B, T=T, d=d, h=h, causal=causal, x=x, rows=rows,
+                             mask=None if pad is None else pad[:, None, None, :])
+    prefill, chunks = steps
+    return decode_setup(ctx, B=B, T=T, d=d, h=h, prefill=prefill, chunks=chunks, mask=pad, rows=rows,
+                        causal=causal, x=x)
+
+
+@case("option_pairs", title="A padding mask with and without causal=True, padding on either side",
+      concept="mask-combination", points=3, hidden=True, uses=("MultiHeadAttention",), params=FORWARD_OPTIONS)
+def option_pairs(ctx):
+    return _options_setup(ctx)
+
+
+@option_pairs.check
+@guarded
+def _(student, s, param):
+    return check_forward(student, s, concept="mask-combination" if param[1] else "padding-broadcast")
+
+
+@case("cache_option_pairs", title="A growing cache with a mask, causal=True, both or neither",
+      concept="kv-cache-growth", points=5, hidden=True, uses=("MultiHeadAttention", "KVCache"),
+      params=CACHE_OPTIONS, on_error=MASK_SIZE)
+def cache_option_pairs(ctx):
+    return _options_setup(ctx)
+
+
+@cache_option_pairs.check
+@guarded
+def _(student, s, param):
+    side, causal, _ = param
+    concept = "mask-combination" if side else "causal-alignment" if causal else "kv-cache-growth"
+    return check_decode(student, s, concept=concept)
+
+
+@case("mha_empty_rows", title="Left-padded positions with causal=True see no key: they output zeros",
+      concept="fully-masked-rows", points=1, hidden=True, uses=("MultiHeadAttention",))
+def mha_empty_rows(ctx):
+    pad = reference.padding_mask([7, 3], 7, side="left", device=ctx.device)
+    return forward_setup(ctx, B=2, T=7, d=16, h=4, causal=True, mask=pad[:, None, None, :])
+
+
+@mha_empty_rows.check
+@guarded
+def _(student, s, param):
+    return check_forward(student, s, concept="fully-masked-rows")

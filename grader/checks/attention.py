@@ -39,6 +39,12 @@ MESSAGES = {
     "causal-diagonal": "A token may attend to itself: keep the diagonal visible (tril, not tril(-1)).",
     "fully-masked-rows": "A query that may see no key must output zeros (never NaN) and have finite gradients: "
                          "guard fully masked rows, e.g. with torch.where on mask.any(-1).",
+    "fully-masked-rows/uniform": "Rows with no visible key came out uniform (1/Lk per key: the mean of v), "
+                                 "not zeros. A finite fill such as finfo(dtype).min does that: equal scores give "
+                                 "exp(0)/Lk each. Zero those rows: torch.where(mask.any(-1, keepdim=True), weights, 0).",
+    "mask-convention": "The bool keep-mask (True = may attend) was added to the scores as if it were additive: "
+                       "that adds 1 to the visible scores and hides nothing. Use scores.masked_fill(~mask, "
+                       "float('-inf')).",
     "numerical-stability": "The softmax overflowed: subtract each row's max before exp, or use torch.softmax.",
     "dtype-overflow": "Mask fill values must fit the dtype: use torch.finfo(scores.dtype).min or -inf, "
                       "never -1e9 or float32's min in float16/bfloat16.",
@@ -98,6 +104,7 @@ def _mutants(a: AttentionCase) -> dict[str, torch.Tensor]:
         keep_b = keep.expand(scores.shape)
         out["mask-fill-value"] = torch.softmax(scores.masked_fill(~keep_b, 0.0), -1)
         out["mask-after-softmax"] = torch.softmax(scores, -1) * keep_b
+        out["mask-convention"] = torch.softmax(scores + keep_b.double(), -1)  # bool mask used as additive
         for concept, alt in a.alt_masks.items():
             out[concept] = _softmax64(scores, alt.cpu().expand(scores.shape))
     out["softmax-axis"] = _softmax64(scores, keep, dim=-2)
@@ -127,11 +134,33 @@ def looks_like_dropout(actual_w: torch.Tensor, a: AttentionCase) -> bool:
         and float(ratio.mean()) > 1.01
 
 
+def uniform_empty_rows(actual_w: torch.Tensor, a: AttentionCase) -> bool:
+    """The weights are right except that rows with no visible key are uniform (1/Lk each): what a
+    finite fill such as finfo(dtype).min gives without a guard."""
+    w = actual_w.detach().cpu().double()
+    ref = a.weights.oracle.cpu()
+    if a.keep is None or w.shape != ref.shape or w.dim() < 2:
+        return False
+    empty = fully_masked_rows(a.keep.cpu(), tuple(ref.shape)).expand(ref.shape)
+    if a.rows is not None:
+        empty = empty & _rows_where(a, ref.shape)
+    if not bool(empty.any()) or not bool(torch.isfinite(w[empty]).all()):
+        return False
+    tol = 2e-3 if a.q.dtype in (torch.float32, torch.float64) else 3e-2
+    want = torch.where(empty, torch.full_like(ref, 1.0 / ref.shape[-1]), ref)
+    where = torch.isfinite(w) if a.rows is None else (torch.isfinite(w) & _rows_where(a, ref.shape))
+    diff = (w - want).abs()[where]
+    return bool(diff.numel()) and float(diff.max()) < tol
+
+
 def diagnose_weights(actual_w: torch.Tensor, a: AttentionCase) -> str | None:
-    """The concept whose mistake the student's weights reproduce, if any (NaN cells are skipped)."""
+    """The mistake (a concept, or "concept/variant" for a MESSAGES key) that the student's weights
+    reproduce, if any (NaN cells are skipped)."""
     w = actual_w.detach().cpu().double()
     if looks_like_dropout(w, a):
         return "dropout"
+    if uniform_empty_rows(w, a):
+        return "fully-masked-rows/uniform"
     where = _rows_where(a, w.shape)
     finite = torch.isfinite(w)
     where = finite if where is None else (where & finite)
@@ -148,8 +177,18 @@ def diagnose_weights(actual_w: torch.Tensor, a: AttentionCase) -> str | None:
         if mutant.shape != w.shape:
             continue
         if dist(w, mutant) < tol and dist(ref, mutant) > 10 * tol:
-            return concept.split("/")[0]
+            return concept
     return None
+
+
+def concept_of(diagnosis: str) -> str:
+    """"fully-masked-rows/uniform" -> "fully-masked-rows"."""
+    return diagnosis.split("/")[0]
+
+
+def message_of(diagnosis: str, default: str) -> str:
+    """The message for a diagnosis: its variant's own, else its concept's, else ``default``."""
+    return MESSAGES.get(diagnosis) or MESSAGES.get(concept_of(diagnosis)) or default
 
 
 def _heat_window(bad: list[int] | None, lq: int, lk: int) -> tuple[int, int]:
@@ -202,8 +241,8 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
     if nan_rows.any():
         empty = fully_masked_rows(a.keep.cpu() if a.keep is not None else None, tuple(a.weights.oracle.shape))
         in_empty = bool((nan_rows & empty.expand(out.shape)).any())
-        c = diagnose_weights(w, a) or ("fully-masked-rows" if in_empty else "numerical-stability")
-        return Verdict.fail(c, "Your output contains NaN. " + MESSAGES.get(c, message),
+        d = diagnose_weights(w, a) or ("fully-masked-rows" if in_empty else "numerical-stability")
+        return Verdict.fail(concept_of(d), "Your output contains NaN. " + message_of(d, message),
                             Evidence(nan_locations=nan_locations(out.detach().cpu().masked_fill(~nan_rows, 0))))
     cw = compare(w, a.weights, where=rows_w, atol=atol, rtol=atol)
     co = compare(out, a.out, where=rows_out, atol=atol, rtol=atol)
@@ -220,8 +259,8 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
                                                                  "mask-combination") else concept
             elif a.keep is not None and bool((sums < 0.999).any() & (sums > 1e-9).any()):
                 specific = "mask-after-softmax"
-        c = specific or concept
-        msg = MESSAGES.get(c, message) if specific else message
-        return Verdict.fail(c, msg, evidence_of(cw, notes=[f"weights: {cw.reason}"], **extra))
+        msg = message_of(specific, message) if specific else message
+        return Verdict.fail(concept_of(specific) if specific else concept, msg,
+                            evidence_of(cw, notes=[f"weights: {cw.reason}"], **extra))
     return Verdict.fail(concept, "Your attention weights are right, but the output is not weights @ v. " + message,
                         evidence_of(co, notes=[f"out: {co.reason}"]))

@@ -1,14 +1,26 @@
-"""Student exceptions -> concept: many classic mistakes announce themselves in PyTorch's errors."""
+"""Student exceptions -> concept: many classic mistakes announce themselves in PyTorch's errors.
+
+Also the diagnoses that need no tensor: a placeholder that still raises NotImplementedError, and
+an entry point that a later statement rebound to something else (``causal_mask = causal_mask(T)``
+in a demo cell), found in the submission's source without running it.
+"""
 
 from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Iterable
 
 # (substring of "Type: message", concept), first match wins.
 _PATTERNS: tuple[tuple[str, str], ...] = (
     ("without overflow", "dtype-overflow"),
     ("value cannot be converted to type", "dtype-overflow"),
-    ("to have the same dtype", "dtype-overflow"),
-    ("expected scalar type", "dtype-overflow"),
-    ("expected m1 and m2", "dtype-overflow"),
+    # A float32 tensor (in practice an additive mask built with torch.zeros/torch.full and no
+    # dtype=) mixed into half-precision scores promotes them; `weights @ v` then meets fp16 v.
+    ("to have the same dtype", "mask-dtype-promotion"),
+    ("expected scalar type", "mask-dtype-promotion"),
+    ("expected m1 and m2", "mask-dtype-promotion"),
     ("is not on the expected device", "device-placement"),
     ("expected all tensors to be on the same device", "device-placement"),
     ("on device meta", "device-placement"),
@@ -29,3 +41,130 @@ def concept_of_exception(exc_type: str, message: str, default: str,
         if needle.lower() in text:
             return concept
     return default
+
+
+
+# --- placeholders ---------------------------------------------------------------------------
+
+NOT_IMPLEMENTED = "Not implemented yet"
+_FRAME = re.compile(r'File "<submission: ([^>]*)>", line (\d+), in (\w+)')
+
+
+def _qualname(units: Iterable, label: str, line: int, name: str) -> str:
+    """``Class.method`` for the def around ``line`` of the unit ``label`` (tracebacks give the bare name)."""
+    for unit in units:
+        if unit.label != label:
+            continue
+        try:
+            tree = ast.parse(unit.source)
+        except (SyntaxError, ValueError):
+            return name
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for fn in cls.body:
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == name \
+                        and fn.lineno <= line <= (fn.end_lineno or fn.lineno):
+                    return f"{cls.name}.{name}"
+    return name
+
+
+def not_implemented_message(exc_type: str, message: str, traceback: str = "", units: Iterable = ()) -> str | None:
+    """For a NotImplementedError, what the student reads (no concept, no hint); else None.
+    ``units``: the submission's code units, to name a method with its class."""
+    if exc_type != "NotImplementedError":
+        return None
+    frames = _FRAME.findall(traceback or "")
+    if frames and frames[-1][2] != "<module>":
+        label, line, name = frames[-1]
+        where = f"{_qualname(units, label, int(line), name)} still raises NotImplementedError"
+    else:
+        where = "your code raised NotImplementedError"
+    detail = " ".join(message.split())[:120]
+    return f"{NOT_IMPLEMENTED}: {where}" + (f" ({detail})" if detail else "") + ". Write it, then check again."
+
+
+# --- entry points that are not what they should be ------------------------------------------
+
+@dataclass(frozen=True)
+class Rebinding:
+    """The statement that last bound a name to something other than its def/class."""
+
+    unit: str
+    """The code unit's label: "code cell 7" or "attention.py"."""
+    line: int
+    text: str
+    """That line of source, stripped."""
+
+
+def _bound_names(node: ast.AST) -> Iterable[str]:
+    """Names a top-level statement binds (not def/class: those are what the name should be)."""
+    targets: list[ast.AST] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target] if node.value is not None or isinstance(node, ast.AugAssign) else []
+    elif isinstance(node, (ast.For, ast.AsyncFor)):
+        targets = [node.target]
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+            yield (alias.asname or alias.name).split(".")[0]
+        return
+    for t in targets:
+        for n in ast.walk(t):
+            if isinstance(n, ast.Name):
+                yield n.id
+
+
+def _statements(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """Statements that run at module level, in order (into if/for/while/with/try bodies)."""
+    for node in body:
+        yield node
+        if isinstance(node, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
+            for part in ("body", "orelse", "finalbody"):
+                yield from _statements(getattr(node, part, []) or [])
+            for h in getattr(node, "handlers", []) or []:
+                yield from _statements(h.body)
+
+
+def find_rebinding(units: Iterable, name: str) -> Rebinding | None:
+    """The last module-level statement that binds ``name`` when that is not a def or class.
+
+    ``units``: the submission's code units (objects with ``label`` and ``source``), in run order.
+    A unit that does not parse is skipped (it raised while loading and is reported as such)."""
+    last: Rebinding | None = None
+    for unit in units:
+        try:
+            tree = ast.parse(unit.source)
+        except (SyntaxError, ValueError):
+            continue
+        lines = unit.source.splitlines()
+        for node in _statements(tree.body):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+                last = None
+            elif name in _bound_names(node):
+                text = lines[node.lineno - 1].strip() if 0 < node.lineno <= len(lines) else ""
+                last = Rebinding(unit.label, node.lineno, text[:120])
+    return last
+
+
+def _a(type_name: str) -> str:
+    if type_name in ("", "NoneType"):
+        return "None"
+    return ("an " if type_name.split(".")[-1][:1].lower() in "aeiou" else "a ") + type_name
+
+
+def wrong_kind_message(name: str, kind: str, signature: str, found_kind: str, type_name: str = "",
+                       rebinding: Rebinding | None = None) -> str:
+    """Entry point ``name`` should be a ``kind`` but is not: say what it is, and where it became that."""
+    if found_kind in ("function", "class"):
+        what = _a(found_kind)
+    else:
+        what = _a(type_name) if type_name else "not a function or class"
+    msg = f"'{name}' should be a {kind} ({signature}) but is {what}"
+    if rebinding is not None:
+        msg += (f": {rebinding.unit}, line {rebinding.line} rebinds it (`{rebinding.text}`). "
+                "Give the value another name.")
+    else:
+        msg += f". Define it with `{'class' if kind == 'class' else 'def'} {name}` at the top level."
+    return msg

@@ -20,9 +20,38 @@ MASK_MESSAGES = {
 }
 
 
+def additive_mask_verdict(actual: object, expected: torch.Tensor, what: str) -> Verdict | None:
+    """A float mask that would be right as a bool keep-mask: an additive 0/-inf (or finfo.min)
+    mask, or a 0/1 float one, perhaps with extra leading size-1 dims (tutorial code returns
+    (1, T, T)). None when that is not what ``actual`` is."""
+    if not is_tensor(actual) or not actual.is_floating_point() or actual.device.type == "meta":
+        return None
+    got = actual.detach().cpu()
+    while got.dim() > expected.dim() and got.shape[0] == 1:
+        got = got[0]
+    if got.shape != expected.shape:
+        return None
+    exp = expected.cpu()
+    shape = tuple(actual.shape)
+    ev = Evidence(expected_shape=list(expected.shape), actual_shape=list(shape),
+                  expected_dtype=str(torch.bool), actual_dtype=str(actual.dtype))
+    if bool(((got == 0) | (got < -1e3)).all()) and torch.equal(got == 0, exp):
+        return Verdict.fail("mask-convention", f"{what} returned an additive {actual.dtype} mask of shape "
+                            f"{shape} (0 = visible, -inf = hidden); masks here are bool keep-masks of shape "
+                            f"{tuple(expected.shape)}, True = may attend: return `additive == 0`.", ev)
+    if bool(((got == 0) | (got == 1)).all()) and torch.equal(got == 1, exp):
+        return Verdict.fail("mask-convention", f"{what} returned a 0/1 {actual.dtype} mask of shape {shape}; "
+                            f"masks here are bool (True = may attend) of shape {tuple(expected.shape)}: "
+                            "return it with dtype=torch.bool (or .bool()).", ev)
+    return None
+
+
 def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: str, message: str,
                alternatives: dict[str, torch.Tensor] | None = None) -> Verdict:
     """Exact comparison of a bool mask; ``alternatives`` maps a concept to the mask that mistake builds."""
+    convention = additive_mask_verdict(actual, expected, what)
+    if convention:
+        return convention
     bad = check_structure(actual, tuple(expected.shape), torch.bool, what=what, shape_concept=concept)
     if bad:
         if bad.concept == "output-dtype":
@@ -41,7 +70,7 @@ def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: st
                   actual_value=float(got[tuple(first)]), heatmaps=mask_heatmaps(got, exp),
                   notes=[f"{len(wrong)} of {exp.numel()} cells differ"])
     if torch.equal(got, ~exp):
-        return Verdict.fail(concept, MASK_MESSAGES["inverted"], ev)
+        return Verdict.fail("mask-convention", MASK_MESSAGES["inverted"], ev)
     for alt_concept, alt in (alternatives or {}).items():
         if alt.shape == got.shape and torch.equal(got, alt.cpu()):
             return Verdict.fail(alt_concept, MASK_MESSAGES.get(alt_concept, message), ev)

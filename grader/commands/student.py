@@ -26,7 +26,7 @@ from grader.cli import ExitCode, main
 from grader.errors import GraderError, OutputNotWritable
 from grader.commands.common import prestart_sandbox, quiet_gc
 from grader.outdir import writable_dir
-from grader.kit import locate_assignment, read_spec
+from grader.kit import Choice, choose_main, locate_assignment, read_spec, starter_fingerprints, untouched_note
 
 # --- errors --------------------------------------------------------------------------------
 
@@ -134,6 +134,9 @@ class Graded:
     hidden_points: float
     closing: threading.Thread | None = None
     """The sandbox's shutdown, still running when grade_one(close_in_background=True) returned."""
+    note: str = ""
+    """Which file was graded and why, when that was a choice (a folder with attention.py and
+    attention.ipynb) or the file graded is the untouched starter."""
 
     def finish(self) -> None:
         """Wait until the sandbox is closed (its workers killed, scratch and cgroups removed)."""
@@ -168,19 +171,28 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
             device = str(reference.resolve_device(device))
             early = EarlySandbox(folder, device)
         limits = limits_for(a)
-        sub = load_submission(submission, main_module=a.main_module, cell_tag=a.cell_tag)
-        sandbox = early.get()
-        if sandbox.limits != limits:
-            raise GraderError(f"{folder / 'spec.toml'}: the [limits] table could not be applied")
-        engine = Engine(a, sandbox, public_only=public_only, device=device)
+        starters = starter_fingerprints(folder)
+        choice = choose_main(submission, a.main_module, starters) if submission.is_dir() else Choice(None)
+        path = submission.resolve() if submission.is_dir() else submission  # `grader check .` names the folder
+        sub = load_submission(path, main_module=choice.main or a.main_module, cell_tag=a.cell_tag)
+        engine = Engine(a, None, public_only=public_only, device=device)
         if only is not None:
             engine.instances = [i for i in engine.instances if i.id in set(only)]
+        engine.prepare()  # inputs and reference results, while the sandbox may still be starting
+        sandbox = engine.sandbox = early.get()
+        if sandbox.limits != limits:
+            raise GraderError(f"{folder / 'spec.toml'}: the [limits] table could not be applied")
+        if any(i.case.meta for i in engine.instances) and hasattr(sandbox, "warm_meta"):
+            sandbox.warm_meta()  # once in the zygote, instead of in the worker (no-op when warm already)
         report = engine.grade(sub)
         hidden = [i for i in a.instances() if i.case.hidden]
         info = kit_info(folder)
-        graded = Graded(report=report, assignment=a, isolation=sandbox.isolation,
-                        hidden_cases=len(hidden) + (info.hidden_cases if info else 0),
-                        hidden_points=sum(i.points for i in hidden) + (info.hidden_points if info else 0.0))
+        n_hidden = len(hidden) + (info.hidden_cases if info else 0)
+        p_hidden = sum(i.points for i in hidden) + (info.hidden_points if info else 0.0)
+        if public_only:
+            report = dataclasses.replace(report, hidden_cases=n_hidden, hidden_points=p_hidden)
+        graded = Graded(report=report, assignment=a, isolation=sandbox.isolation, hidden_cases=n_hidden,
+                        hidden_points=p_hidden, note=choice.note or untouched_note(submission, starters))
     finally:
         if early is not None:
             if graded is not None and close_in_background:
@@ -213,6 +225,13 @@ def hidden_sentence(n: int, points: float) -> str:
             "this self-check is not your grade.")
 
 
+def lead_sentence(public_points: float, hidden_cases: int, hidden_points: float) -> str:
+    """How much of the grade the public cases check: what a self-check leads with, not a percentage."""
+    hidden = (f"{hidden_cases} hidden case{'' if hidden_cases == 1 else 's'} at grading time" if hidden_cases
+              else "no hidden cases")
+    return f"Public cases: {_pts(public_points)} of {_pts(public_points + hidden_points)} points checked, {hidden}."
+
+
 def check_lines(g: Graded, *, verbose: bool = False) -> list[str]:
     """What ``grader check`` prints: one line per case, a hint under each failure, the total."""
     from grader.report.text import one_line
@@ -223,29 +242,29 @@ def check_lines(g: Graded, *, verbose: bool = False) -> list[str]:
     dash = "—" if ok == "✓" else "-"
     lines = [f"{r.assignment.id} v{r.assignment.version} {dash} self-check of {one_line(r.submission.filename, 200)} "
              f"(public cases only)"]
+    if g.note:
+        lines.append(one_line(g.note, 300))
     if not r.load.ok:
         lines.append(f"Your submission could not be loaded: {one_line(r.load.message, 400)}")
     for e in r.load.cell_errors:
-        where = f"cell {e.cell}" if e.cell is not None else "module"
-        lines.append(f"Error while loading ({where}): {one_line(e.error, 300)}")
+        lines.append(f"Error while loading ({one_line(e.where(), 100)}): {one_line(e.error, 300)}")
     for c in r.cases:
         if c.outcome is Outcome.PASSED:
             lines.append(f"  {ok} {one_line(c.title, 100)} [{c.id}]")
             continue
-        concept = c.concept or c.outcome.value
+        concept = c.concept or ("not implemented yet" if c.not_implemented else c.outcome.value)
         lines.append(f"  {bad} {one_line(c.title, 100)} [{c.id}] {dash} {concept}")
         lines.append(f"      {one_line(c.message, 240 if not verbose else 2000)}")
-        if verbose:
+        if verbose and c.concept:
             from grader.report.view import evidence_facts
 
             lines.append(f"      ({CONCEPTS.get(concept, concept)})")
             lines += [f"      {f.label}: {one_line(f.value, 300)}" for f in evidence_facts(c.evidence)]
     passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
-    lines.append(f"Public cases: {passed} of {len(r.cases)} passed, {_pts(r.score.earned)}/{_pts(r.score.possible)} "
-                 f"points ({r.score.display_percent()})")
-    if g.hidden_cases:
-        lines.append(hidden_sentence(g.hidden_cases, g.hidden_points))
-    elif passed == len(r.cases) and r.load.ok:
+    lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points))
+    lines.append(f"Passed {passed} of {len(r.cases)} public cases ({_pts(r.score.earned)}/{_pts(r.score.possible)} "
+                 "points)" + ("; this self-check is not your grade." if g.hidden_cases else "."))
+    if not g.hidden_cases and passed == len(r.cases) and r.load.ok:
         lines.append("All cases passed.")
     if verbose:
         lines.append(f"Assignment folder: {g.assignment.dir}")
@@ -286,19 +305,24 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
 
     Runs SUBMISSION (a .py file, a notebook, a folder or a .zip) in a sandboxed process
     against the assignment's public cases, prints a line per case with a hint for each
-    failure, and writes an HTML report with the details. Hidden cases run only at
-    grading time: passing here is not the final grade.
+    failure, and writes an HTML report with the details. In a folder holding both the
+    .py and the .ipynb starter, the one you changed is graded (the output says which).
+    Hidden cases run only at grading time: passing here is not the final grade.
 
     \b
     Examples:
-      grader check attention.py                   # in the kit folder
-      grader check attention.ipynb -a masked-attention
+      grader check attention.ipynb                # in the kit folder, working in the notebook
+      grader check attention.py                   # ... or in the .py file
+      grader check .                              # the kit folder: the file you changed
+      grader check my_attention.py -a masked-attention
       grader check mha.py -o reports/ --verbose
 
     \b
     Exit status: 0 every public case passed, 1 some did not, 2 usage error.
     """
-    prestart_sandbox(device)
+    # Warm the meta device in the zygote now, beside this process's imports: the public cases try
+    # device placement on meta tensors, which would otherwise cost each worker its first meta op.
+    prestart_sandbox(device, warm_meta=True)
     _readable_submission(submission)
     writable_dir(out_dir)
     folder = locate_assignment(assignment, submission)
@@ -383,7 +407,7 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
     \b
     Exit status: 0 score >= --min-score, 1 below it, 2 usage error.
     """
-    prestart_sandbox(device)
+    prestart_sandbox(device, warm_meta=True)  # hidden cases run on the meta device (see `check`)
     _readable_submission(submission)
     _writable_file(junit_path)
     if summary_path is None and os.environ.get("GITHUB_STEP_SUMMARY"):
@@ -431,7 +455,7 @@ def release(assignment: str, out_dir: Path, verbose: bool) -> None:
     \b
     Examples:
       grader release masked-attention -o dist/masked-attention-kit
-      cd dist/masked-attention-kit && grader check attention.py && pytest
+      cd dist/masked-attention-kit && grader check attention.ipynb && pytest
     """
     from grader.assignments import load_assignment
     from grader.kit import release as write_kit

@@ -20,8 +20,9 @@ EXPLANATIONS: dict[str, str] = {
         "Zeroing weights after the softmax removes some of that weight, so the rows no longer add up to one."
     ),
     "fully-masked-rows": (
-        "When a query may see no key at all, softmax over a row of −∞ is 0/0 and gives NaN. "
-        "Such rows should come out as zeros with finite gradients, for example by zeroing them after the softmax or using a large finite fill."
+        "When a query may see no key at all, softmax over a row of −∞ is 0/0 and gives NaN, and over a row of one finite fill "
+        "(such as torch.finfo(dtype).min) it gives every key 1/Lk, so the output is the mean of v. "
+        "Neither is zero: detect such rows with mask.any(-1) and set their weights to 0 (torch.where), which also keeps the gradients finite."
     ),
     "padding-broadcast": (
         "A padding mask of shape (B, T) says which keys are real, so it has to line up with the key axis of the (B, H, T_q, T_k) scores. "
@@ -66,6 +67,14 @@ EXPLANATIONS: dict[str, str] = {
     "dtype-overflow": (
         "A fill value has to fit the dtype: float16 cannot hold −1e9 or float32's minimum and turns them into −∞ or garbage. "
         "Use float('-inf') or torch.finfo(scores.dtype).min so the value matches the tensor."
+    ),
+    "mask-dtype-promotion": (
+        "A float32 tensor added to float16 or bfloat16 scores promotes them to float32, so the weights come out float32 and weights @ v meets a half-precision v. "
+        "An additive mask built with torch.zeros(...) or torch.full(...) is float32 unless you pass dtype=scores.dtype (and device=scores.device); masked_fill on a bool mask avoids the question."
+    ),
+    "mask-convention": (
+        "Masks here are bool keep-masks: True means the query may attend to that key, as in F.scaled_dot_product_attention. "
+        "An additive 0/−∞ float mask, or True meaning 'hide' (as in nn.MultiheadAttention), is another convention; convert at the boundary (additive == 0, ~ignore_mask)."
     ),
     "output-dtype": (
         "The output should have the same dtype as the inputs, so half-precision inputs give half-precision outputs. "
@@ -112,7 +121,7 @@ EXPLANATIONS: dict[str, str] = {
 CLASS_PHRASES: dict[str, str] = {
     "mask-fill-value": "filled masked scores with 0 (or another finite value) instead of −∞",
     "mask-after-softmax": "applied the mask after the softmax instead of before it",
-    "fully-masked-rows": "returned NaN for queries that may see no key",
+    "fully-masked-rows": "returned NaN (or the mean of v) for queries that may see no key",
     "padding-broadcast": "broadcast the padding mask along the wrong axis",
     "mask-combination": "combined the causal and padding masks with something other than AND",
     "causal-alignment": "did not shift the causal mask when queries are the last positions",
@@ -124,6 +133,8 @@ CLASS_PHRASES: dict[str, str] = {
     "scaling": "scaled the scores by the wrong factor",
     "softmax-axis": "ran the softmax over the wrong axis",
     "dtype-overflow": "used a fill value that does not fit the dtype",
+    "mask-dtype-promotion": "let a float32 mask promote half-precision scores",
+    "mask-convention": "used a mask with another convention than bool True = may attend",
     "output-dtype": "changed the output dtype",
     "device-placement": "created masks or buffers on the wrong device",
     "dropout": "left dropout on in eval mode",

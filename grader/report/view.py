@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader.checks.diagnose import NOT_IMPLEMENTED
 from grader.report.concepts import explanation
 from grader.report.heatmap import HeatmapView, build_heatmap
 from grader.report.text import clean_block, fmt_num, fmt_points, one_line
@@ -82,6 +83,10 @@ class ReportView:
     score_percent: str
     score_points: str
     all_earned: bool
+    self_check_lead: str
+    """For a self-check, what leads the page instead of a percentage: how much of the grade the
+    public cases check, and how many hidden cases remain ("" for a grade)."""
+    self_check_passed: str
     graded_at: str
     environment: list[Fact]
     public_only: bool
@@ -157,7 +162,8 @@ def _case_view(i: int, case: CaseResult, release_hidden: bool) -> CaseView:
         anchor=f"case-{i}", id=one_line(case.id, 120), title=one_line(case.title, 200),
         outcome=case.outcome.value, icon=icon, outcome_label=label,
         points=f"{fmt_points(case.points.earned)} / {fmt_points(case.points.possible)}",
-        hidden=case.hidden, concept=concept, concept_title=CONCEPTS.get(concept or "", concept or ""),
+        hidden=case.hidden, concept=concept,
+        concept_title=NOT_IMPLEMENTED if case.not_implemented else CONCEPTS.get(concept or "", concept or ""),
         explanation=explanation(concept), details_shown=shown,
     )
     if not shown:
@@ -181,9 +187,19 @@ def _groups(cases: list[CaseView], load_ok: bool) -> list[ConceptGroup]:
     for c in cases:
         if c.outcome == Outcome.PASSED.value or (not load_ok and c.concept == "load-error"):
             continue
-        by.setdefault(c.concept or "other", []).append(c)
-    return [ConceptGroup(k, CONCEPTS.get(k, "Other problems" if k == "other" else k), explanation(k), v)
-            for k, v in by.items()]
+        # An error without a concept is code not written yet: grouped as such, with no explanation.
+        by.setdefault(c.concept or ("not-implemented" if c.outcome == Outcome.ERROR.value else "other"), []).append(c)
+    titles = {"other": "Other problems", "not-implemented": NOT_IMPLEMENTED}
+    return [ConceptGroup(k, CONCEPTS.get(k, titles.get(k, k)), explanation(k), v) for k, v in by.items()]
+
+
+def self_check_lead(report: GradeReport) -> str:
+    """"Public cases: 5 of 41 points checked, 27 hidden cases at grading time": a self-check's
+    score is a share of the public points only, so it leads with how much of the grade that is."""
+    total = report.score.possible + report.hidden_points
+    n = report.hidden_cases
+    hidden = f"{n} hidden case{'' if n == 1 else 's'} at grading time" if n else "no hidden cases"
+    return f"Public cases: {fmt_points(report.score.possible)} of {fmt_points(total)} points checked, {hidden}"
 
 
 def build_view(report: GradeReport, *, release_hidden: bool = False) -> ReportView:
@@ -199,6 +215,10 @@ def build_view(report: GradeReport, *, release_hidden: bool = False) -> ReportVi
         score_percent=report.score.display_percent(),
         score_points=f"{fmt_points(report.score.earned)} / {fmt_points(report.score.possible)} points",
         all_earned=report.score.earned >= report.score.possible,
+        self_check_lead=self_check_lead(report) if report.public_only else "",
+        self_check_passed=(f"passed {sum(c.outcome is Outcome.PASSED for c in report.cases)} of {len(report.cases)} "
+                           f"public cases ({fmt_points(report.score.earned)} / {fmt_points(report.score.possible)} "
+                           "points)") if report.public_only else "",
         graded_at=one_line(report.graded_at, 60),
         environment=[Fact("Grader", one_line(env.grader_version, 60)),
                      Fact("PyTorch", one_line(env.torch_version, 60)),
@@ -208,7 +228,7 @@ def build_view(report: GradeReport, *, release_hidden: bool = False) -> ReportVi
                      Fact("Isolation", one_line(env.isolation, 80))],
         public_only=report.public_only, release_hidden=release_hidden,
         load_ok=load.ok, load_message=clean_block(load.message, 2000),
-        cell_errors=[CellErrorView(f"Cell {e.cell}" if e.cell is not None else "Module", clean_block(e.error, 500),
+        cell_errors=[CellErrorView(one_line(e.where()[:1].upper() + e.where()[1:], 120), clean_block(e.error, 500),
                                    clean_block(e.traceback, TRACEBACK_LIMIT)) for e in load.cell_errors],
         stdout=clean_block(load.stdout, OUTPUT_LIMIT), stderr=clean_block(load.stderr, OUTPUT_LIMIT),
         hidden_stdout=clean_block(load.hidden_stdout, OUTPUT_LIMIT) if release_hidden else "",

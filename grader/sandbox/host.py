@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import queue
+import re
 import select
 import shutil
 import signal
@@ -79,6 +80,8 @@ class NameInfo:
     params: tuple[str, ...] = ()
     available: tuple[str, ...] = ()
     """Top-level functions and classes the submission defines (for "did you mean" messages)."""
+    type_name: str = ""
+    """The value's type ("torch.Tensor"), for saying what a name is instead of a function."""
 
 
 @dataclass(frozen=True)
@@ -460,6 +463,11 @@ def _describe_msg(names: list[str]) -> dict:
     return {"op": "describe_all", "names": [str(n) for n in names]}
 
 
+def _type_name(value: object) -> str:
+    """A type's dotted name as the worker reported it; anything else (a forged reply) becomes ""."""
+    return value if isinstance(value, str) and re.fullmatch(r"[A-Za-z_][\w.]{0,79}", value) else ""
+
+
 def _main_name(sub) -> str:
     if getattr(sub, "kind", "") == "ipynb":
         return os.path.basename(getattr(sub, "path", "submission.ipynb"))
@@ -586,7 +594,7 @@ class Worker:
         r = self._call({"op": "describe", "name": name}, "describing " + repr(name))
         return NameInfo(name=name, kind=_s(r.get("kind")), signature=r.get("signature"),
                         params=tuple(map(str, r.get("params") or [])),
-                        available=tuple(map(str, r.get("available") or [])))
+                        available=tuple(map(str, r.get("available") or [])), type_name=_type_name(r.get("type")))
 
     def describe_all(self, names: list[str]) -> dict[str, NameInfo]:
         """describe() for several names in one round trip."""
@@ -598,7 +606,8 @@ class Worker:
         return {n: NameInfo(name=n, kind=_s(i.get("kind")),
                             signature=i["signature"] if isinstance(i.get("signature"), str) else None,
                             params=tuple(map(str, i.get("params") or [])),
-                            available=tuple(map(str, i.get("available") or [])))
+                            available=tuple(map(str, i.get("available") or [])),
+                            type_name=_type_name(i.get("type")))
                 for n, i in zip(names, infos)}
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:

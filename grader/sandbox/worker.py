@@ -381,7 +381,10 @@ class Server:
                 sig, params = str(s), list(s.parameters)
             except (TypeError, ValueError):
                 pass
-        return {"ok": True, "kind": kind, "signature": sig, "params": params, "available": self.defined()}
+        t = type(obj)
+        type_name = t.__name__ if t.__module__ in ("builtins", None) else f"{t.__module__}.{t.__qualname__}"
+        return {"ok": True, "kind": kind, "signature": sig, "params": params, "available": self.defined(),
+                "type": type_name}
 
     def op_describe_all(self, req: dict) -> dict:
         names = req["names"]

@@ -23,8 +23,10 @@ SUBS = ROOT / "submissions" / "masked-attention"
 FULL = load_assignment(ROOT / "assignments" / "masked-attention")
 HIDDEN = [i for i in FULL.instances() if i.case.hidden]
 HIDDEN_SENTENCE = f"{len(HIDDEN)} hidden cases will run at grading time"
-PUBLIC = ["causal_mask_square", "padding_mask_right", "combine_masks_basic", "attention_basic",
-          "attention_causal_small"]
+PUBLIC = [i.id for i in FULL.instances(public_only=True)]
+PUBLIC_POINTS = FULL.possible(public_only=True)
+LEAD = (f"Public cases: {PUBLIC_POINTS:g} of {FULL.possible():g} points checked, "
+        f"{len(HIDDEN)} hidden cases at grading time.")
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,7 @@ def kit(tmp_path_factory) -> Path:
     proc = subprocess.run([sys.executable, "-m", "grader", "release", "masked-attention", "-o", str(out)],
                           capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == (f"Kit for masked-attention v1.0 in {out}: 5 public cases; "
+    assert proc.stdout.splitlines()[-1] == (f"Kit for masked-attention v1.0 in {out}: {len(PUBLIC)} public cases; "
                                             f"{len(HIDDEN)} hidden cases stay with you (counted, not shipped).")
     return out
 
@@ -52,10 +54,24 @@ def test_kit_contents(kit):
     assert (kit / "README.md").read_text("utf-8").startswith((src / "README.md").read_text("utf-8").rstrip())
     assert 'pytest_plugins = ["grader.pytest_plugin"]' in (kit / "conftest.py").read_text("utf-8")
     spec = tomllib.loads((kit / "assignments/masked-attention/spec.toml").read_text("utf-8"))
+    starters = spec["kit"].pop("starters")
     assert spec["kit"] == {"hidden_cases": len(HIDDEN), "hidden_points": round(sum(i.points for i in HIDDEN), 6),
                            "submission": "attention.py"}
+    assert sorted(starters) == ["attention.ipynb", "attention.py"] and all(len(v) == 64 for v in starters.values())
     assert [e["name"] for e in spec["entry_points"]] == ["causal_mask", "padding_mask", "combine_masks",
                                                          "masked_attention"]
+
+
+def test_kit_readme_installs_pytest_and_gives_the_command_for_each_file(kit):
+    readme = (kit / "README.md").read_text("utf-8")
+    install = next(line for line in readme.splitlines() if line.startswith("pip install"))
+    assert "attention-grader[kit]" in install and "pytest" in install
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["optional-dependencies"]["kit"]
+    assert any(dep.startswith("pytest") for dep in extra)  # what [kit] installs
+    assert "grader check attention.ipynb    # if you work in the notebook" in readme
+    assert "grader check attention.py       # if you work in the .py file" in readme
+    notebook = (kit / "attention.ipynb").read_text("utf-8")
+    assert "grader check attention.ipynb" in notebook and "grader check attention.py" not in notebook
 
 
 def test_no_hidden_case_id_title_source_or_seed_in_the_kit(kit):
@@ -73,6 +89,12 @@ def test_no_hidden_case_id_title_source_or_seed_in_the_kit(kit):
         assert not [src for src in sources if src in text], f"{path.name} holds hidden case source"
     kit_a = load_assignment(kit / "assignments" / "masked-attention")
     assert [i.id for i in kit_a.instances()] == PUBLIC and kit_a.seed != full.seed
+
+
+def test_every_assignment_releases_without_a_leak(tmp_path):
+    for aid in ("masked-attention", "mha-kv-cache"):
+        result = CliRunner().invoke(main, ["release", aid, "-o", str(tmp_path / aid)])
+        assert result.exit_code == 0, result.output  # e.g. a public title equal to a hidden one is refused
 
 
 def test_release_refuses_a_kit_that_would_leak(tmp_path):
@@ -133,33 +155,77 @@ def test_grader_check_inside_the_kit_uses_the_kit(kit, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout.splitlines()
     assert f"Assignment folder: {(work / 'assignments' / 'masked-attention').resolve()}" in out
-    assert sum(line.startswith("  ✓ ") for line in out) == 5
-    assert any(line.startswith(HIDDEN_SENTENCE) for line in out)
+    assert sum(line.startswith("  ✓ ") for line in out) == len(PUBLIC)
+    assert LEAD in out
     assert (work / "grader-report" / "attention.html").is_file()
 
 
-def _pytest_in(kit: Path, submission: Path, tmp_path: Path) -> dict[str, ET.Element]:
-    kit_dir = tmp_path / "kit"
-    shutil.copytree(kit, kit_dir)
-    shutil.copy(submission, kit_dir / "my_attention.py")
-    junit = tmp_path / f"{submission.stem}.xml"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--submission",
-                           "my_attention.py", f"--junitxml={junit}"], cwd=kit_dir, capture_output=True,
-                          text=True, env=_env(), timeout=180)
+def _kit_with_solved_notebook(kit: Path, tmp_path: Path) -> Path:
+    """The kit as a student leaves it who worked in the notebook: attention.py untouched."""
+    work = tmp_path / "kit"
+    shutil.copytree(kit, work)
+    shutil.copy(SUBS / "correct" / "correct_notebook.ipynb", work / "attention.ipynb")
+    return work
+
+
+def test_grader_check_on_the_kit_folder_grades_the_notebook_the_student_changed(kit, tmp_path):
+    work = _kit_with_solved_notebook(kit, tmp_path)
+    result = CliRunner().invoke(main, ["check", str(work), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[1] == "Graded attention.ipynb: attention.py next to it is the starter as released (unchanged)."
+    assert sum(line.startswith("  ✓ ") for line in lines) == len(PUBLIC)
+
+
+def test_grader_check_of_the_untouched_stub_says_not_implemented_and_names_the_notebook(kit, tmp_path):
+    work = _kit_with_solved_notebook(kit, tmp_path)
+    result = CliRunner().invoke(main, ["check", str(work / "attention.py"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[1] == ("attention.py is the starter as released (unchanged); your work seems to be in "
+                        "attention.ipynb: grader check attention.ipynb")
+    failed = [line for line in lines if line.startswith("  ✗ ")]
+    assert len(failed) == len(PUBLIC) and all(line.endswith(" — not implemented yet") for line in failed)
+    hints = [lines[lines.index(line) + 1].strip() for line in failed]
+    assert all(h.startswith("Not implemented yet: ") and h.endswith("still raises NotImplementedError. Write it, "
+                                                                     "then check again.") for h in hints)
+    assert "diagonal" not in result.output  # no concept's hint for code that is not written
+
+
+def test_a_renamed_function_inside_the_kit_is_reported_missing_not_as_an_unknown_assignment(kit, tmp_path):
+    work = tmp_path / "kit"
+    shutil.copytree(kit, work)
+    text = (SUBS / "correct" / "einsum.py").read_text("utf-8").replace("def combine_masks(", "def combine(")
+    (work / "mine.py").write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, ["check", str(work / "mine.py"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert ("      Your submission defines no 'combine_masks'; found: causal_mask, padding_mask, combine, "
+            "masked_attention. Define combine_masks(causal, padding).") in result.output.splitlines()
+
+
+def _pytest_in(kit_dir: Path, tmp_path: Path, *args: str) -> tuple[dict[str, ET.Element], str]:
+    junit = tmp_path / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args,
+                           f"--junitxml={junit}"], cwd=kit_dir, capture_output=True, text=True, env=_env(), timeout=180)
     assert HIDDEN_SENTENCE in proc.stdout, proc.stdout + proc.stderr
     cases = {tc.get("name"): tc for tc in ET.parse(junit).getroot().iter("testcase")}
     assert sorted(cases) == sorted(PUBLIC), proc.stdout
-    return cases
+    return cases, proc.stdout
 
 
-def test_pytest_in_the_kit_passes_a_correct_submission(kit, tmp_path):
-    cases = _pytest_in(kit, SUBS / "correct" / "einsum.py", tmp_path)
+def test_pytest_in_the_kit_checks_the_notebook_the_student_worked_in(kit, tmp_path):
+    cases, out = _pytest_in(_kit_with_solved_notebook(kit, tmp_path), tmp_path)  # no --submission
     assert all(len(tc) == 0 for tc in cases.values())
+    assert "Graded attention.ipynb: attention.py next to it is the starter as released (unchanged)." in out
 
 
-def test_pytest_in_the_kit_fails_the_right_case_of_a_buggy_submission(kit, tmp_path):
-    cases = _pytest_in(kit, SUBS / "buggy" / "zero_fill.py", tmp_path)
+def test_pytest_in_the_kit_fails_the_right_cases_of_a_buggy_submission(kit, tmp_path):
+    kit_dir = tmp_path / "kit"
+    shutil.copytree(kit, kit_dir)
+    shutil.copy(SUBS / "buggy" / "zero_fill.py", kit_dir / "my_attention.py")
+    cases, _ = _pytest_in(kit_dir, tmp_path, "--submission", "my_attention.py")
     failed = {name: tc.find("failure") for name, tc in cases.items() if tc.find("failure") is not None}
-    assert list(failed) == ["attention_causal_small"]
+    assert sorted(failed) == ["attention_causal_small", "attention_empty_row", "attention_half[bfloat16]",
+                              "attention_half[float16]", "attention_large_scores", "attention_twice"]
     text = failed["attention_causal_small"].text
     assert "concept: mask-fill-value" in text and "Masked positions received attention weight" in text

@@ -183,8 +183,8 @@ def test_notebook_cell_that_raises_does_not_stop_later_cells(sb, tmp_path):
     with sb.open(load_submission(p)) as w:
         assert w.load.ok
         (err,) = w.load.cell_errors
-        assert (err.cell, err.error) == (3, "ValueError: demo broke")
-        assert 'File "<submission: cell 3>", line 2' in err.traceback
+        assert (err.cell, err.error) == (2, "ValueError: demo broke")  # the second code cell
+        assert 'File "<submission: code cell 2>", line 2' in err.traceback
         assert torch.equal(w.call("f", torch.zeros(1)), torch.ones(1))
 
 

@@ -55,12 +55,22 @@ def test_non_utf8_names_the_byte_offset(tmp_path):
     assert "not UTF-8" in err and "byte offset 8" in err and "0xe9" in err
 
 
-def test_notebook_cells_numbered_as_in_jupyter(tmp_path):
-    p = notebook(tmp_path / "nb.ipynb", ["md:# Title", "x = 1", "md:text", "def f():\n    return x"])
+def test_notebook_code_cells_numbered_without_markdown(tmp_path):
+    # Jupyter numbers no cell; "code cell 2" is the second code cell, whatever prose sits between.
+    p = notebook(tmp_path / "nb.ipynb", ["md:# Title", "x = 1", "md:text", "\n\ndef f():\n    return x"])
     sub = load_submission(p)
     assert sub.error is None and sub.kind == "ipynb"
-    assert [(u.label, u.cell) for u in sub.units] == [("cell 2", 2), ("cell 4", 4)]
+    assert [(u.label, u.cell) for u in sub.units] == [("code cell 1", 1), ("code cell 2", 2)]
+    assert [load.unit_title(u) for u in sub.units] == ["code cell 1 (x = 1)", "code cell 2 (def f():)"]
     assert "stored output" not in "".join(u.source for u in sub.units)
+
+
+def test_unit_title_shortens_a_long_first_line_and_names_a_module_by_its_file():
+    cell = load.CodeUnit("code cell 3", 3, "causal_mask = causal_mask(" + "x, " * 40 + ")")
+    title = load.unit_title(cell, width=30)
+    assert title.startswith("code cell 3 (causal_mask = causal_mask(x") and title.endswith("…)")
+    assert len(title) == len("code cell 3 ()") + 30
+    assert load.unit_title(load.CodeUnit("attention.py", None, "x = 1")) == "attention.py"
 
 
 def test_magics_neutralised_keeping_line_numbers(tmp_path):
@@ -112,7 +122,7 @@ def test_notebook_without_code_cells(tmp_path):
 def test_notebook_v3_converted():
     sub = load_submission(DATA / "notebook_v3.ipynb")
     assert sub.error is None
-    assert [(u.cell, u.source) for u in sub.units] == [(2, "def f(x):\n    return x + 1")]
+    assert [(u.cell, u.source) for u in sub.units] == [(1, "def f(x):\n    return x + 1")]  # its only code cell
 
 
 def test_notebook_v2_refused(tmp_path):

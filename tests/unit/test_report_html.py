@@ -209,9 +209,19 @@ def test_student_output_is_escaped_stripped_and_truncated():
 
 
 def test_cell_errors_name_the_cell():
-    doc = parse(render_submission(load_fixture("cy_noisy")))
+    doc = parse(render_submission(load_fixture("cy_noisy")))  # an older result: a number, no label
     section = doc.find("section", id="cell-errors")
-    assert "Cell 4: NameError: name 'plt' is not defined" in " ".join(section.find("h3").text().split())
+    assert "Code cell 4: NameError: name 'plt' is not defined" in " ".join(section.find("h3").text().split())
+
+
+def test_cell_errors_name_the_cell_by_its_label_with_the_first_line():
+    import dataclasses
+
+    r = load_fixture("cy_noisy")
+    e = dataclasses.replace(r.load.cell_errors[0], label="code cell 4 (plt.plot(w[0, 0]))")
+    doc = parse(render_submission(dataclasses.replace(r, load=dataclasses.replace(r.load, cell_errors=[e]))))
+    h3 = " ".join(doc.find("section", id="cell-errors").find("h3").text().split())
+    assert h3.startswith("Code cell 4 (plt.plot(w[0, 0])): NameError")
 
 
 def test_load_error_report_explains_without_repeating_each_case():
@@ -239,6 +249,18 @@ def test_header_shows_id_assignment_score_and_environment():
     assert doc.find_all(id="self-check") == []
     selfcheck = parse(render_submission(replace(report, public_only=True))).find("div", id="self-check")
     assert "Self-check: public cases only, not an official grade." in selfcheck.text()
+
+
+def test_self_check_leads_with_how_much_of_the_grade_it_checks_not_a_percentage():
+    report = load_fixture("dee_perfect")
+    assert report.score.earned == report.score.possible
+    page = render_submission(replace(report, public_only=True, hidden_cases=27, hidden_points=36.0))
+    score = parse(page).find("div", id="score")
+    pts = f"{report.score.possible:g}"
+    assert score.find("span", cls="lead").text() == (f"Public cases: {pts} of {report.score.possible + 36:g} points "
+                                                     "checked, 27 hidden cases at grading time")
+    assert score.find("span", cls="pts").text().startswith(f"passed {len(report.cases)} of {len(report.cases)} public cases")
+    assert score.find_all("span", cls="pct") == [] and "100%" not in score.text()
 
 
 def test_page_is_self_contained_and_its_csp_allows_only_its_own_script():

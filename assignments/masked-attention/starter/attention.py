@@ -1,7 +1,7 @@
 """Masked attention: causal and padding masks, and scaled dot-product attention.
 
 Fill in the four functions below and submit this file (the grader imports it as
-``attention.py``). Only ``torch`` is needed.
+``attention.py``). Only ``torch`` is needed. Check your work with ``grader check attention.py``.
 
 Mask convention, used everywhere in this assignment: a mask is a ``torch.bool`` tensor
 and ``True`` means "this query MAY attend to this key". (Careful: ``nn.MultiheadAttention``

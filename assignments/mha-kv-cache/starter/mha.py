@@ -2,6 +2,7 @@
 
 Fill in ``KVCache`` and ``MultiHeadAttention`` and submit this file (the grader imports
 it as ``mha.py``). The file must be self-contained: write your own attention function here.
+Check your work with ``grader check mha.py``.
 
 Mask convention: a mask is a ``torch.bool`` tensor and ``True`` means "this query MAY
 attend to this key" (the opposite of ``nn.MultiheadAttention``'s True = ignore).

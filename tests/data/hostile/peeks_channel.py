@@ -1,11 +1,12 @@
 # Hostile: correct code that, whenever it is called, peeks at its own channel to the grader (fd 3)
-# for requests queued ahead, and raises if any of them holds a meta tensor, the mark of a hidden case
-# (only hidden cases use the meta device) while a public case is running. Expected: it never sees
-# one: a hidden case's requests reach the worker only when that case starts, so every case passes.
+# for requests queued ahead and prints a fingerprint of each whole frame it finds there ("PEEK" and
+# the sha256 prefixes). The test maps the fingerprints back to the cases of the call plan: a hidden
+# case's requests must never be readable while another case runs.
 
+import hashlib
 import math
-
 import socket
+import struct
 
 import torch
 
@@ -20,8 +21,14 @@ def _look_ahead():
 
 
 def _public_call(*tensors):
-    if not any(isinstance(t, torch.Tensor) and t.is_meta for t in tensors) and b'"meta"' in _look_ahead():
-        raise RuntimeError("SAW-HIDDEN-INPUTS: a hidden case's request was readable before it started")
+    data, seen = _look_ahead(), []
+    while len(data) >= 8:
+        hlen, plen = struct.unpack_from("<II", data)
+        if len(data) < 8 + hlen + plen:
+            break
+        seen.append(hashlib.sha256(data[:8 + hlen + plen]).hexdigest()[:16])
+        data = data[8 + hlen + plen:]
+    print("PEEK", " ".join(seen))
 
 
 def causal_mask(q_len, k_len=None, device=None):
