@@ -72,6 +72,11 @@ def not_implemented_message(exc_type: str, message: str, traceback: str = "", un
     ``units``: the submission's code units, to name a method with its class."""
     if exc_type != "NotImplementedError":
         return None
+    last = list(_FRAME.finditer(traceback or ""))[-1:]
+    if last:
+        rest = traceback[last[0].end():].lstrip("\n").split("\n", 1)[0].strip()
+        if rest and not rest.startswith("raise"):
+            return None  # raised inside a call on that line (PyTorch's "cannot ... on meta tensors"): not a stub
     frames = _FRAME.findall(traceback or "")
     if frames and frames[-1][2] != "<module>":
         label, line, name = frames[-1]

@@ -26,6 +26,11 @@ distributed = pytest.importorskip("distributed")
 
 from grader.cli import main  # noqa: E402
 
+from grader.assignments import load_assignment
+
+FULL = round(load_assignment("masked-attention").possible(), 6)
+"""The assignment's full score (its case set grows; the tests compare with it)."""
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "submissions" / "masked-attention"
 PRELOAD = Path(__file__).with_name("cluster_preload.py")
@@ -171,7 +176,7 @@ def test_cluster_run_equals_a_local_run(healthy, local_run, tmp_path):
     assert "6 graded, 0 reused from the ledger, 0 failed to load, 0 not graded" in result.output
     assert f"--cluster {healthy.address}" in result.output
     assert outcomes(out) == outcomes(local_out)
-    assert outcomes(out)["sdpa"][0] == {"earned": 41.0, "possible": 41.0}
+    assert outcomes(out)["sdpa"][0] == {"earned": FULL, "possible": FULL}
     assert _files(out) == _files(local_out)
     assert ledger_rows(out) == sorted(SIX) and scores(out, 1) == sorted(SIX)
 
@@ -243,10 +248,10 @@ def test_a_submission_that_kills_its_worker_every_time_is_recorded_as_a_crash(he
     assert "2 graded" in result.output
     table = outcomes(out)
     score, ok, _, cases = table["kills_worker_alice"]
-    assert score == {"earned": 0.0, "possible": 41.0} and not ok
+    assert score == {"earned": 0.0, "possible": FULL} and not ok
     assert {(c[1], c[2]) for c in cases} == {("error", "crash")}
     assert "killed the grading process 2 times" in cases[0][4]
-    assert table["bob"][0] == {"earned": 41.0, "possible": 41.0}
+    assert table["bob"][0] == {"earned": FULL, "possible": FULL}
     assert ledger_rows(out) == ["bob", "kills_worker_alice"]
 
     again = grade(cls, "-a", "masked-attention", "-o", out, "--cluster", healthy.address)

@@ -126,6 +126,11 @@ def test_empty_notebook_is_a_load_error(engine, tmp_path):
 HOSTILE = ROOT / "tests" / "data" / "hostile"
 
 
+HIDDEN_CALL = "ARGS causal_mask: 4, 7, 'meta'"
+"""What prints_args.py prints for the hidden case causal_mask_device (q_len=4, k_len=7 on meta);
+no public case makes that call."""
+
+
 def _failing(report) -> set[str]:
     return {c.id for c in report.cases if c.outcome is not Outcome.PASSED}
 
@@ -133,11 +138,13 @@ def _failing(report) -> set[str]:
 def test_a_forged_meta_message_never_makes_a_pass(engine):
     honest = engine.grade_path(ROOT / "submissions/masked-attention/buggy/cpu_mask.py")
     forged = engine.grade_path(HOSTILE / "forged_meta_message.py")
-    assert _failing(honest) == _failing(forged) == {"attention_device", "causal_mask_device"}
+    device_cases = {i.id for i in engine.instances if i.case.concept == "device-placement"}
+    assert _failing(honest) == _failing(forged) == device_cases
     assert forged.score == honest.score and forged.score.earned < forged.score.possible
     c = by_id(forged)["attention_device"]
-    assert c.outcome is Outcome.ERROR and c.concept == "device-placement"
-    assert "reference makes the same calls" in c.message
+    # It raises NotImplementedError itself (a `raise` line): that is code not written, whatever it says.
+    assert c.outcome is Outcome.ERROR and c.message.startswith("Not implemented yet")
+    assert "Inconclusive" not in c.message
 
 
 def test_the_reference_decides_whether_a_meta_case_can_be_judged(engine):
@@ -162,8 +169,8 @@ def test_output_printed_once_hidden_cases_started_is_kept_apart(engine):
     report = engine.grade_path(HOSTILE / "prints_args.py")
     assert report.score.earned == report.score.possible
     assert report.load.stdout.startswith("LOADED:") and "ARGS masked_attention" in report.load.stdout
-    assert "device=meta" not in report.load.stdout + report.load.stderr  # only hidden cases use meta
-    assert "device=meta" in report.load.hidden_stdout
+    assert HIDDEN_CALL not in report.load.stdout + report.load.stderr
+    assert HIDDEN_CALL in report.load.hidden_stdout
 
 
 def test_nasty_text_from_a_worker_is_made_safe_on_arrival(engine):

@@ -34,6 +34,14 @@ def test_a_placeholder_function_and_its_message():
     assert msg == "Not implemented yet: causal_mask still raises NotImplementedError (todo). Write it, then check again."
 
 
+def test_pytorchs_own_not_implemented_error_is_no_placeholder():
+    """.item() on a meta tensor raises NotImplementedError inside PyTorch: the student's line is a
+    call, not a `raise`, so the code is written and the case judges it."""
+    tb = ('File "<submission: attention.py>", line 7, in masked_attention\n    if mask.any().item():\n'
+          'NotImplementedError: aten::_local_scalar_dense: cannot be called on meta tensors\n')
+    assert not_implemented_message("NotImplementedError", "cannot be called on meta tensors", tb) is None
+
+
 def test_other_exceptions_are_no_placeholder():
     assert not_implemented_message("ValueError", "x", TB_METHOD) is None
     assert not_implemented_message("NotImplementedError", "", "").startswith(
