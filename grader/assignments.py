@@ -29,6 +29,7 @@ from grader.errors import AssignmentSpecError, GraderError, UnknownAssignment
 
 if TYPE_CHECKING:  # finding and reading specs stays torch-free: `grader check` starts faster
     from grader.cases import Case, CaseInstance
+    from grader.results import Concept
 
 CASE_FILES = ("cases_public.py", "cases_hidden.py")
 
@@ -57,6 +58,8 @@ class Assignment:
     limits: dict = field(default_factory=dict)
     fully_masked_rows: str = "zeros"
     """Policy for query rows with no visible key (documented for students; cases follow it)."""
+    concepts: dict[str, "Concept"] = field(default_factory=dict)
+    """Diagnosis vocabulary: the grader's core concepts and those spec.toml declares (by id)."""
 
     def instances(self, *, public_only: bool = False) -> list["CaseInstance"]:
         return [inst for c in self.cases if not (public_only and c.hidden) for inst in c.instances()]
@@ -169,7 +172,14 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
     try:
         aid = spec["id"]
         package = "grader_assignment_" + "".join(ch if ch.isalnum() else "_" for ch in f"{aid}_{spec['version']}")
+        from grader import concepts as vocab
+
+        concepts = vocab.parse(spec.get("concepts"), str(folder / "spec.toml"))
         cases = _import_cases(folder, package)
+        for c in cases:
+            for cid in (c.concept, *c.on_error.values()):
+                if cid not in concepts:
+                    raise AssignmentSpecError(vocab.unknown(cid, concepts, f"{c.where()}: case {c.id!r}"))
         ids = [i.id for c in cases for i in c.instances()]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -180,7 +190,7 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
             cell_tag=spec.get("cell_tag") or None,
             entry_points=tuple(EntryPoint(e["name"], e["kind"], e["signature"]) for e in spec.get("entry_points", [])),
             cases=tuple(cases), limits=dict(spec.get("limits", {})),
-            fully_masked_rows=spec.get("fully_masked_rows", "zeros"),
+            fully_masked_rows=spec.get("fully_masked_rows", "zeros"), concepts=concepts,
         )
     except KeyError as e:
         raise AssignmentSpecError(f"{folder / 'spec.toml'}: missing required key {e}") from e

@@ -22,13 +22,13 @@ import torch
 from grader import __version__
 from grader.assignments import Assignment
 from grader.cases import CaseInstance, Setup, SetupContext, Verdict
-from grader import untrusted
+from grader import concepts as vocab, untrusted
 from grader.checks.diagnose import (concept_of_exception, find_rebinding, not_implemented_message,
                                     wrong_kind_message)
 from grader.load import LoadedSubmission, load_submission, unit_title
 from grader.reference_run import NotInReference, ReferenceWorker
 from grader.results import (
-    CONCEPTS, AssignmentInfo, CaseResult, CellError, Environment, Evidence, GradeReport, LoadInfo, Outcome, Points,
+    AssignmentInfo, CaseResult, CellError, Environment, Evidence, GradeReport, LoadInfo, Outcome, Points,
     SubmissionInfo,
 )
 from grader.errors import AssignmentSpecError
@@ -330,9 +330,11 @@ class Engine:
                     "Inconclusive on this device: the reference cannot make these calls here either; "
                     "not counted against you."))
             concept = concept_of_exception(e.exc_type, e.message, inst.case.concept, inst.case.on_error)
+            if concept not in self.assignment.concepts:  # PyTorch's well-known errors: only where declared
+                concept = inst.case.concept
             return _Outcome(Outcome.ERROR, Verdict.fail(
                 concept, f"Your code raised {e.exc_type}" + (f": {_short(e.message)}" if e.message.strip() else "")
-                + f". {CONCEPTS[concept]}."
+                + f". {self.assignment.concepts[concept].title}."
                 + (" The reference makes the same calls on these inputs without an error (meta tensors have "
                    "no values: steps such as .item() or `if mask.any():` cannot run on them)." if device_case else ""),
                 Evidence(traceback=e.traceback)))
@@ -389,6 +391,9 @@ class Engine:
 
     def _result(self, inst: CaseInstance, outcome: Outcome, v: Verdict, duration: float = 0.0) -> CaseResult:
         passed = outcome is Outcome.PASSED
+        if not passed and v.concept is not None and v.concept not in self.assignment.concepts:
+            raise AssignmentSpecError(vocab.unknown(v.concept, self.assignment.concepts,
+                                                    f"{inst.case.where()}: case {inst.id!r} failed with"))
         return CaseResult(
             id=inst.id, title=inst.case.title, outcome=outcome,
             points=Points(inst.points if passed else 0.0, inst.points), hidden=inst.case.hidden,
@@ -409,7 +414,7 @@ class Engine:
             submission=info, assignment=AssignmentInfo(a.id, a.version, a.title), score=total(results),
             cases=results, load=load, environment=self.environment(),
             graded_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-            public_only=self.public_only)
+            public_only=self.public_only, concepts=list(a.concepts.values()))
 
 
 REPLY_FLOOR = 16 << 20

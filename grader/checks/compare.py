@@ -53,8 +53,9 @@ def nan_locations(t: torch.Tensor, limit: int = 5) -> list[list[int]]:
 
 
 def check_structure(actual: object, shape: tuple[int, ...], dtype: torch.dtype, *, what: str,
-                    shape_concept: str) -> Verdict | None:
-    """Type, shape and dtype; None when all three are right."""
+                    shape_concept: str, dtype_concept: str = "output-dtype") -> Verdict | None:
+    """Type, shape and dtype; None when all three are right. The messages state the facts only:
+    what the rule is, and how to meet it, is the concept's (the assignment's spec.toml)."""
     if not is_tensor(actual):
         return not_a_tensor(actual, what)
     assert isinstance(actual, torch.Tensor)
@@ -63,8 +64,7 @@ def check_structure(actual: object, shape: tuple[int, ...], dtype: torch.dtype, 
     if tuple(actual.shape) != tuple(shape):
         return Verdict.fail(shape_concept, f"{what} has shape {tuple(actual.shape)}, expected {tuple(shape)}.", ev)
     if actual.dtype != dtype:
-        return Verdict.fail("output-dtype", f"{what} is {actual.dtype}, but the inputs were {dtype}: "
-                            "keep the input dtype (no .float(), no float32 constants that promote it).", ev)
+        return Verdict.fail(dtype_concept, f"{what} is {actual.dtype}, expected {dtype}.", ev)
     return None
 
 
