@@ -56,10 +56,15 @@ class Assignment:
     entry_points: tuple[EntryPoint, ...]
     cases: tuple["Case", ...]
     limits: dict = field(default_factory=dict)
-    fully_masked_rows: str = "zeros"
+    rows_without_keys: str = "zeros"
     """Policy for query rows with no visible key (documented for students; cases follow it)."""
     concepts: dict[str, "Concept"] = field(default_factory=dict)
     """Diagnosis vocabulary: the grader's core concepts and those spec.toml declares (by id)."""
+    reference: str = "reference"
+    """The module the cases import as the trusted reference (spec key ``reference``)."""
+    stored: Path | None = None
+    """A student kit's precomputed public setups (``grader.stored``): used instead of running
+    the reference, which the kit does not have."""
 
     def instances(self, *, public_only: bool = False) -> list["CaseInstance"]:
         return [inst for c in self.cases if not (public_only and c.hidden) for inst in c.instances()]
@@ -129,7 +134,35 @@ def infer(submission: Path, candidates: dict[str, Path]) -> Path:
                       "pass -a/--assignment")
 
 
-def _import_cases(folder: Path, package: str) -> list["Case"]:
+class _NoReference(types.ModuleType):
+    """What a student kit's case files get for ``import reference``: the kit has no reference, and
+    its public setups come precomputed (``grader.stored``), so nothing may use it."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AssignmentSpecError(f"the student kit has no reference ({self.__name__}.{name} was used); "
+                                  "its public cases read their setups from the kit: release it again")
+
+
+def _import_cases(folder: Path, package: str, *, kit_reference: str | None = None) -> list["Case"]:
+    """``kit_reference``: in a student kit, the reference module's name, bound to a stand-in
+    while the case files import (and restored after: this process may grade for real too)."""
+    saved = {}
+    if kit_reference:
+        saved = {n: sys.modules.get(n) for n in (kit_reference,)}
+        sys.modules[kit_reference] = _NoReference(kit_reference)
+    try:
+        return _import_case_files(folder, package)
+    finally:
+        for n, m in saved.items():
+            if m is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = m
+
+
+def _import_case_files(folder: Path, package: str) -> list["Case"]:
     from grader.cases import Case
 
     pkg = types.ModuleType(package)
@@ -175,7 +208,10 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
         from grader import concepts as vocab
 
         concepts = vocab.parse(spec.get("concepts"), str(folder / "spec.toml"))
-        cases = _import_cases(folder, package)
+        ref = str(spec.get("reference", "reference"))
+        stored = folder / "expected.safetensors"
+        kit = isinstance(spec.get("kit"), dict) and stored.is_file()
+        cases = _import_cases(folder, package, kit_reference=ref if kit else None)
         for c in cases:
             for cid in (c.concept, *c.on_error.values()):
                 if cid not in concepts:
@@ -190,7 +226,8 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
             cell_tag=spec.get("cell_tag") or None,
             entry_points=tuple(EntryPoint(e["name"], e["kind"], e["signature"]) for e in spec.get("entry_points", [])),
             cases=tuple(cases), limits=dict(spec.get("limits", {})),
-            fully_masked_rows=spec.get("fully_masked_rows", "zeros"), concepts=concepts,
+            rows_without_keys=spec.get("rows_without_keys", "zeros"), concepts=concepts,
+            reference=ref, stored=stored if kit else None,
         )
     except KeyError as e:
         raise AssignmentSpecError(f"{folder / 'spec.toml'}: missing required key {e}") from e

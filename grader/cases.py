@@ -10,14 +10,14 @@ A case has two halves, both run in the trusted grader process:
 
 Example (in ``assignments/<slug>/cases_hidden.py``)::
 
-    @case("causal_square", title="Causal mask on a square sequence",
+    @case("causal_example", title="An example: causal attention",
           concept="mask-fill-value", points=2, hidden=True)
-    def causal_square(ctx):
+    def causal_example(ctx):
         q, k, v = (ctx.randn(2, 4, 33, 16) for _ in range(3))
         keep = reference.causal_mask(33, device=ctx.device)
         return Setup(inputs=dict(q=q, k=k, v=v, mask=keep), expected=attention_case(q, k, v, keep))
 
-    @causal_square.check
+    @causal_example.check
     def _(student, s, param):
         return check_attention(student.masked_attention(**s.inputs), s.expected, concept=..., message=...)
 """

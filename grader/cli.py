@@ -85,10 +85,10 @@ def validate(assignment: str, submissions_dir: Path | None, device: str) -> None
     from grader.engine import Engine, limits_for
     from grader.sandbox import Sandbox
     from grader.validate import validate as run_validation
-    import reference
+    from grader.device import resolve_device
 
     a = load_assignment(assignment)
-    dev = reference.resolve_device(device)
+    dev = resolve_device(device)
     with Sandbox(limits_for(a), device=str(dev)) as sandbox:
         engine = Engine(a, sandbox, device=dev)
         engine.prepare()

@@ -75,6 +75,16 @@ class Engine:
         self._reference_runs: dict[str, bool] = {}
         """Case instance id -> whether the trusted reference gets through the case's calls (see
         `reference_runs`); filled when first needed."""
+        self._stored = assignment.stored is not None
+        if self._stored:  # a student kit: the reference ran at release time, its results are here
+            from grader import stored
+
+            self._setups, self._reference_runs = stored.read(assignment.stored)
+            missing = [i.id for i in self.instances if i.id not in self._setups]
+            if missing:
+                raise AssignmentSpecError(f"{assignment.stored}: no stored setup for {', '.join(missing[:5])}; "
+                                          "the kit is older than its cases: release it again")
+            self._setups = {k: _on(v, self.device) for k, v in self._setups.items()}
 
     # --- reference side (once per batch) ---------------------------------------------------
 
@@ -353,6 +363,8 @@ class Engine:
         when the reference does not provide the case's entry points (nothing to compare with: the
         student's exception counts)."""
         known = self._reference_runs.get(inst.id)
+        if known is None and self._stored:
+            known = True  # not recorded at release: the student's exception counts
         if known is None:
             import reference
 
@@ -415,6 +427,26 @@ class Engine:
             cases=results, load=load, environment=self.environment(),
             graded_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
             public_only=self.public_only, concepts=list(a.concepts.values()))
+
+
+def _on(s: Setup, device: torch.device) -> Setup:
+    """A stored (CPU) setup moved to the device the kit grades on."""
+    if device.type == "cpu":
+        return s
+
+    def move(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return x if x.device.type == "meta" else x.to(device)
+        if isinstance(x, dict):
+            return {k: move(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(move(v) for v in x)
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            return dataclasses.replace(x, **{f.name: move(getattr(x, f.name)) for f in dataclasses.fields(x)
+                                             if f.init})
+        return x
+
+    return Setup(move(s.inputs), move(s.expected), move(s.extra))
 
 
 REPLY_FLOOR = 16 << 20

@@ -143,7 +143,7 @@ class Evidence:
 @dataclass(frozen=True)
 class CaseResult:
     id: str
-    """Stable case id, with the parameter label for parametrised cases: "padding_right[left]"."""
+    """Stable case id, with the parameter label for parametrised cases: "causal_example[left]"."""
     title: str
     outcome: Outcome
     points: Points

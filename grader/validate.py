@@ -15,7 +15,6 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import reference
 from grader.assignments import Assignment
 from grader.engine import Engine
 from grader.results import GradeReport, Outcome, to_dict
@@ -26,8 +25,8 @@ class SampleExpectation:
     path: Path
     assignment: str
     fails: frozenset[str]
-    """Case ids that must not pass; every other case must pass. A base id ("option_pairs") covers all
-    of its parameters; ids with a parameter ("option_pairs[cache+mask-left]") say exactly which fail."""
+    """Case ids that must not pass; every other case must pass. A base id ("example_pairs") covers all
+    of its parameters; ids with a parameter ("example_pairs[cache+mask-left]") say exactly which fail."""
     concepts: frozenset[str]
     """Concepts the grader must flag (at least these; exactly these when ``exact``)."""
     exact: bool = False
@@ -100,11 +99,20 @@ def compare_to_expectation(report: GradeReport, exp: SampleExpectation) -> str:
 
 def reference_submission(assignment: Assignment, workdir: Path) -> Path:
     """A folder submission whose main module re-exports the trusted reference's entry points."""
+    import reference
+
     folder = workdir / "reference-solution"
     pkg = folder / "reference"
     pkg.mkdir(parents=True)
     for src in Path(reference.__file__).parent.glob("*.py"):
         shutil.copy(src, pkg / src.name)
+    # Two modules of the package re-export the grader's own (comparison rules, device helpers),
+    # which a worker may not read: the copy carries the code itself.
+    from grader import device
+    from grader.checks import tolerance
+
+    shutil.copy(tolerance.__file__, pkg / "compare.py")
+    shutil.copy(device.__file__, pkg / "device.py")
     names = ", ".join(e.name for e in assignment.entry_points)
     (folder / assignment.main_module).write_text(f"from reference import {names}\n", encoding="utf-8")
     return folder

@@ -1,7 +1,7 @@
 """Tensors -> Verdict: type, shape, dtype, NaN and value checks with the right tolerance rule.
 
 All comparisons run here, in the grader, on plain tensors the worker sent back. The numeric rule
-lives in ``reference.compare`` (fixed tolerance for fp32/fp64, FlashAttention's "at most twice
+lives in ``grader.checks.tolerance`` (fixed tolerance for fp32/fp64, FlashAttention's "at most twice
 a naive same-dtype implementation's error" for fp16/bf16).
 """
 
@@ -13,7 +13,7 @@ import torch
 
 from grader.cases import Verdict
 from grader.results import Evidence
-from reference.compare import Comparison, compare_flash, compare_tensors, tolerance_for
+from grader.checks.tolerance import Comparison, compare_flash, compare_tensors, tolerance_for
 
 HALF = (torch.float16, torch.bfloat16)
 

@@ -166,9 +166,9 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
 
             a = load_assignment(folder)
         if early is None:
-            import reference
+            from grader.device import resolve_device
 
-            device = str(reference.resolve_device(device))
+            device = str(resolve_device(device))
             early = EarlySandbox(folder, device)
         limits = limits_for(a)
         starters = starter_fingerprints(folder)
