@@ -31,7 +31,7 @@ from grader.results import (
     AssignmentInfo, CaseResult, CellError, Environment, Evidence, GradeReport, LoadInfo, Outcome, Points,
     SubmissionInfo,
 )
-from grader.errors import AssignmentSpecError
+from grader.errors import AssignmentSpecError, GraderError
 from grader.sandbox import (Limits, OffPlan, Sandbox, SandboxError, StudentError, WireError, WorkerCrashed,
                             WorkerTimeout)
 from grader.scoring import total
@@ -92,8 +92,26 @@ class Engine:
         s = self._setups.get(inst.id)
         if s is None:
             ctx = SetupContext(inst.generator(self.assignment.seed), inst.param, self.device)
-            s = self._setups[inst.id] = inst.case.setup(ctx)
+            try:
+                s = self._setups[inst.id] = inst.case.setup(ctx)
+            except GraderError:
+                raise
+            except Exception as e:  # the author's code: name the case, file and line
+                raise self.author_error(inst, e, "setup") from e
         return s
+
+    def author_error(self, inst: CaseInstance, e: BaseException, stage: str) -> AssignmentSpecError:
+        """An exception in an instructor's case (not the student's, not the sandbox's), blamed on the case:
+        its id, and the file and line of the assignment's innermost frame."""
+        import traceback
+
+        root = os.path.realpath(self.assignment.dir)
+        mine = [f for f in traceback.extract_tb(e.__traceback__)
+                if os.path.realpath(f.filename).startswith(root + os.sep)]
+        at = f"{mine[-1].filename}, line {mine[-1].lineno}" if mine else inst.case.where()
+        return AssignmentSpecError(f"case {inst.id!r} of {self.assignment.id} ({at}): its {stage} raised "
+                                   f"{type(e).__name__}: {_short(str(e))}. This is the assignment's code, not the "
+                                   "student's: fix the case")
 
     def share_setups_from(self, other: "Engine") -> None:
         """Reuse another engine's computed setups (same assignment): one reference computation per batch."""
@@ -356,6 +374,10 @@ class Engine:
         except WireError as e:
             return _Outcome(Outcome.ERROR, Verdict.fail(
                 "signature", f"Your code returned something the grader cannot accept: {e}."))
+        except (SandboxError, OffPlan, GraderError):
+            raise
+        except Exception as e:  # the case's check itself failed: the author's mistake
+            raise self.author_error(inst, e, "check") from e
 
     def reference_runs(self, inst: CaseInstance) -> bool:
         """Whether the trusted reference gets through `inst`'s calls on its inputs: the case's check

@@ -65,6 +65,8 @@ class Kit:
     files: list[Path]
     public_cases: int
     hidden_cases: int
+    self_check: str = ""
+    """The kit's self-check of the reference ("100%"), when release verified it."""
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -359,6 +361,33 @@ def reference_lines(module: str) -> list[str]:
     return sorted(s for s in lines if len(s) >= 40 and s not in own)
 
 
+def unshipped_imports(folder: Path) -> list[str]:
+    """``file:line: ...`` for each relative import in a shipped case file of a module the kit does
+    not ship (``from .cases_hidden import ...`` would break every student's ``grader check``)."""
+    import ast
+
+    shipped = {Path(n).stem for n in SHIPPED_CASE_FILES}
+    problems = []
+    for name in SHIPPED_CASE_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            tree = ast.parse(path.read_text("utf-8"), str(path))
+        except SyntaxError as e:
+            problems.append(f"{path}:{e.lineno}: {e.msg}")
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.level == 0:
+                continue
+            wanted = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
+            for mod in wanted:
+                if mod not in shipped:
+                    problems.append(f"{path}:{node.lineno}: {name} imports {mod}, which the kit does not ship "
+                                    f"(it ships {', '.join(SHIPPED_CASE_FILES)})")
+    return problems
+
+
 def _prepare_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise GraderError(f"{out} already exists and is not an empty folder; choose a new output folder")
@@ -381,6 +410,9 @@ def release(assignment, out: Path, *, verify: bool = True) -> Kit:
     spec = read_spec(src)
     if KIT_TABLE in spec:
         raise GraderError(f"{src} is already a student kit; release from the instructor's assignment folder")
+    bad_imports = unshipped_imports(src)
+    if bad_imports:
+        raise AssignmentSpecError(f"refusing to release {assignment.id}: " + "; ".join(bad_imports))
     starters = sorted(p for p in (src / "starter").glob("*") if p.is_file()) if (src / "starter").is_dir() else []
     py = [p.name for p in starters if p.suffix == ".py"]
     hidden = [i for i in assignment.instances() if i.case.hidden]
@@ -423,8 +455,10 @@ def release(assignment, out: Path, *, verify: bool = True) -> Kit:
         raise AssignmentSpecError(f"refusing to release {assignment.id}: {where}. Remove hidden case names, "
                                   "the seed and the reference's code from the shipped files (README.md, starter/, "
                                   "cases_public.py, _common.py)")
+    checked = ""
     if verify:
         report = publish.self_check_reference(assignment, adir)
+        checked = report.score.display_percent()
         if report.score.earned != report.score.possible:
             shutil.rmtree(out)
             bad = "; ".join(f"{c.id} ({c.outcome.value}: {c.message[:200]})" for c in report.cases
@@ -432,4 +466,5 @@ def release(assignment, out: Path, *, verify: bool = True) -> Kit:
             raise AssignmentSpecError(f"refusing to release {assignment.id}: the kit's self-check gives the "
                                       f"reference {report.score.display_percent()}: {bad}")
     return Kit(dir=out, assignment_dir=adir, files=written,
-               public_cases=len(assignment.instances(public_only=True)), hidden_cases=info.hidden_cases)
+               public_cases=len(assignment.instances(public_only=True)), hidden_cases=info.hidden_cases,
+               self_check=checked)

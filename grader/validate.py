@@ -4,7 +4,10 @@
 2. Every sample submission declared for the assignment in ``submissions/expected.toml`` fails
    exactly its declared cases and is diagnosed with its declared concepts.
 3. Grading twice gives identical results.
-4. Hidden and public cases are kept apart (checked when the assignment loads, and here again).
+4. The student kit: released into a temporary folder, it holds no hidden case id or title, no
+   seed and no line of the reference's source (its grader wheel included); its public cases
+   import only files it ships; and its self-check, from its stored setups alone, gives the
+   reference 100 %.
 """
 
 from __future__ import annotations
@@ -118,6 +121,21 @@ def reference_submission(assignment: Assignment, workdir: Path) -> Path:
     return folder
 
 
+def _kit_check(assignment: Assignment) -> Check:
+    """Release the student kit into a temporary folder: `grader.kit.release` refuses a kit that leaks
+    or imports what it does not ship, and grades the reference with the kit alone."""
+    from grader.errors import AssignmentSpecError
+    from grader.kit import release
+
+    name = "student kit: nothing hidden, no reference source, self-check of the reference"
+    with tempfile.TemporaryDirectory(prefix="grader-validate-kit-") as tmp:
+        try:
+            kit = release(assignment, Path(tmp) / "kit")
+        except AssignmentSpecError as e:
+            return Check(name, False, e.format_message())
+    return Check(f"{name} {kit.self_check}", True)
+
+
 def _stable(report: GradeReport) -> dict:
     d = to_dict(report)
     d.pop("graded_at")
@@ -137,9 +155,7 @@ def validate(assignment: Assignment, engine: Engine, submissions_dir: Path | Non
         second = engine.grade_path(ref_path, student_id="reference")
         out.checks.append(Check("two runs give identical results", _stable(first) == _stable(second)))
 
-    hidden_ids = {c.id for c in assignment.cases if c.hidden}
-    leaked = [c.id for c in first.cases if (base_id(c.id) in hidden_ids) != c.hidden]
-    out.checks.append(Check("no hidden case is marked public", not leaked, ", ".join(leaked)))
+    out.checks.append(_kit_check(assignment))
 
     if submissions_dir is None or not (submissions_dir / "expected.toml").is_file():
         out.checks.append(Check("sample submissions", False, "no submissions/expected.toml found"))
@@ -148,6 +164,10 @@ def validate(assignment: Assignment, engine: Engine, submissions_dir: Path | Non
     if not samples:
         out.checks.append(Check("sample submissions", False, f"none declared for {assignment.id}"))
     for exp in samples:
+        if not exp.path.exists():
+            out.checks.append(Check(f"{exp.path.relative_to(submissions_dir)} -> missing", False,
+                                    "declared in expected.toml, but there is no such file"))
+            continue
         report = engine.grade_path(exp.path)
         problem = compare_to_expectation(report, exp)
         label = f"{exp.path.relative_to(submissions_dir)} -> {report.score.display_percent()}"
