@@ -42,6 +42,10 @@ class _Writer:
             return x
         if isinstance(x, float):
             return {"$f": repr(x)}  # JSON has no inf/nan
+        if isinstance(x, torch.Generator):
+            key = f"t{len(self.tensors)}"
+            self.tensors[key] = x.get_state().clone()
+            return {"$gen": key}
         if isinstance(x, torch.dtype):
             return {"$dtype": str(x).removeprefix("torch.")}
         if isinstance(x, torch.device):
@@ -70,6 +74,10 @@ def _decode(x: Any, tensors: dict[str, torch.Tensor]) -> Any:
         return x
     if "$t" in x:
         return tensors[x["$t"]].requires_grad_(True) if x.get("grad") else tensors[x["$t"]]
+    if "$gen" in x:
+        gen = torch.Generator()
+        gen.set_state(tensors[x["$gen"]].clone())
+        return gen
     if "$meta" in x:
         return torch.empty(x["$meta"], dtype=getattr(torch, x["dtype"]), device="meta")
     if "$f" in x:
