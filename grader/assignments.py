@@ -61,7 +61,11 @@ class Assignment:
     concepts: dict[str, "Concept"] = field(default_factory=dict)
     """Diagnosis vocabulary: the grader's core concepts and those spec.toml declares (by id)."""
     reference: str = "reference"
-    """The module the cases import as the trusted reference (spec key ``reference``)."""
+    """The import name of the trusted reference: a top-level module (``reference = "reference"``
+    in spec.toml, the default) or, for ``reference = "solution.py"``, that file of the folder,
+    which the case files import as ``from . import solution`` (never shipped in a kit)."""
+    reference_file: Path | None = None
+    """The folder's reference file, when the reference lives in the assignment."""
     stored: Path | None = None
     """A student kit's precomputed public setups (``grader.stored``): used instead of running
     the reference, which the kit does not have."""
@@ -209,8 +213,15 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
 
         concepts = vocab.parse(spec.get("concepts"), str(folder / "spec.toml"))
         ref = str(spec.get("reference", "reference"))
+        ref_file = None
+        if ref.endswith(".py"):  # the assignment's own reference, imported as a submodule of its package
+            ref_file = folder / ref
+            ref = f"{package}.{Path(ref).stem}"
         stored = folder / "expected.safetensors"
         kit = isinstance(spec.get("kit"), dict) and stored.is_file()
+        if ref_file is not None and not kit and not ref_file.is_file():
+            raise AssignmentSpecError(f"{folder / 'spec.toml'}: reference = {ref_file.name!r}, but there is no "
+                                      f"{ref_file}")
         cases = _import_cases(folder, package, kit_reference=ref if kit else None)
         for c in cases:
             for cid in (c.concept, *c.on_error.values()):
@@ -227,7 +238,7 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
             entry_points=tuple(EntryPoint(e["name"], e["kind"], e["signature"]) for e in spec.get("entry_points", [])),
             cases=tuple(cases), limits=dict(spec.get("limits", {})),
             rows_without_keys=spec.get("rows_without_keys", "zeros"), concepts=concepts,
-            reference=ref, stored=stored if kit else None,
+            reference=ref, reference_file=ref_file if not kit else None, stored=stored if kit else None,
         )
     except KeyError as e:
         raise AssignmentSpecError(f"{folder / 'spec.toml'}: missing required key {e}") from e

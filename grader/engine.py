@@ -388,8 +388,9 @@ class Engine:
         if known is None and self._stored:
             known = True  # not recorded at release: the student's exception counts
         if known is None:
-            import reference
+            import importlib
 
+            reference = importlib.import_module(self.assignment.reference)
             try:
                 inst.case.check_fn(Student(ReferenceWorker(reference)), self.setup(inst), inst.param)
                 known = True

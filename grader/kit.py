@@ -338,7 +338,7 @@ def leaks(folder: Path, secret_strings: list[str], code_lines: list[str] = ()) -
     return found
 
 
-def reference_lines(module: str) -> list[str]:
+def reference_lines(module: str, file: Path | None = None) -> list[str]:
     """Distinctive lines of the reference's source (40+ characters once stripped), less those the
     grader's own files also hold (re-export shims): what no kit file may contain."""
     import importlib.util
@@ -346,12 +346,14 @@ def reference_lines(module: str) -> list[str]:
     import grader
 
     try:
-        spec = importlib.util.find_spec(module)
+        spec = None if file is not None else importlib.util.find_spec(module)
     except (ImportError, ValueError):
         return []
-    if spec is None:
+    if file is not None:
+        files = [file]
+    elif spec is None:
         return []
-    if spec.submodule_search_locations:
+    elif spec.submodule_search_locations:
         files = [p for loc in spec.submodule_search_locations for p in sorted(Path(loc).glob("*.py"))]
     else:
         files = [Path(spec.origin)] if spec.origin else []
@@ -361,12 +363,14 @@ def reference_lines(module: str) -> list[str]:
     return sorted(s for s in lines if len(s) >= 40 and s not in own)
 
 
-def unshipped_imports(folder: Path) -> list[str]:
+def unshipped_imports(folder: Path, reference: str = "") -> list[str]:
     """``file:line: ...`` for each relative import in a shipped case file of a module the kit does
     not ship (``from .cases_hidden import ...`` would break every student's ``grader check``)."""
     import ast
 
     shipped = {Path(n).stem for n in SHIPPED_CASE_FILES}
+    if reference.endswith(".py"):  # the assignment's own reference: the kit binds it to a stand-in
+        shipped.add(Path(reference).stem)
     problems = []
     for name in SHIPPED_CASE_FILES:
         path = folder / name
@@ -410,7 +414,7 @@ def release(assignment, out: Path, *, verify: bool = True) -> Kit:
     spec = read_spec(src)
     if KIT_TABLE in spec:
         raise GraderError(f"{src} is already a student kit; release from the instructor's assignment folder")
-    bad_imports = unshipped_imports(src)
+    bad_imports = unshipped_imports(src, str(spec.get("reference", "")))
     if bad_imports:
         raise AssignmentSpecError(f"refusing to release {assignment.id}: " + "; ".join(bad_imports))
     starters = sorted(p for p in (src / "starter").glob("*") if p.is_file()) if (src / "starter").is_dir() else []
@@ -437,7 +441,7 @@ def release(assignment, out: Path, *, verify: bool = True) -> Kit:
     from grader import publish, slim
 
     try:
-        written.append(publish.store_setups(adir))
+        written.append(publish.store_setups(adir, assignment.reference_file))
         wheel = slim.build_wheel(out / "wheel")
     except BaseException:
         shutil.rmtree(out)
@@ -448,7 +452,7 @@ def release(assignment, out: Path, *, verify: bool = True) -> Kit:
                                        submission=info.submission, info=info, wheel=wheel.name))
     put(out / "conftest.py", CONFTEST)
 
-    found = leaks(out, _secrets_of(assignment), reference_lines(assignment.reference))
+    found = leaks(out, _secrets_of(assignment), reference_lines(assignment.reference, assignment.reference_file))
     if found:
         shutil.rmtree(out)
         where = "; ".join(f"{f} mentions {s!r}" for f, s in found[:5])

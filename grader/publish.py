@@ -13,8 +13,22 @@ from grader.assignments import Assignment, load_assignment
 from grader.errors import AssignmentSpecError
 
 
-def store_setups(kit_assignment_dir: Path) -> Path:
-    """Compute every public case's setup of the kit (its own seed) and write ``expected.safetensors``."""
+def store_setups(kit_assignment_dir: Path, reference_file: Path | None = None) -> Path:
+    """Compute every public case's setup of the kit (its own seed) and write ``expected.safetensors``.
+    ``reference_file``: the assignment's own reference, copied in for the computation and removed."""
+    import shutil
+
+    borrowed = kit_assignment_dir / reference_file.name if reference_file is not None else None
+    if borrowed is not None:
+        shutil.copyfile(reference_file, borrowed)
+    try:
+        return _store(kit_assignment_dir)
+    finally:
+        if borrowed is not None:
+            borrowed.unlink()
+
+
+def _store(kit_assignment_dir: Path) -> Path:
     from grader import stored
     from grader.engine import Engine
 

@@ -102,9 +102,16 @@ def compare_to_expectation(report: GradeReport, exp: SampleExpectation) -> str:
 
 def reference_submission(assignment: Assignment, workdir: Path) -> Path:
     """A folder submission whose main module re-exports the trusted reference's entry points."""
+    folder = workdir / "reference-solution"
+    names = ", ".join(e.name for e in assignment.entry_points)
+    if assignment.reference_file is not None:  # the assignment's own: one module
+        folder.mkdir(parents=True)
+        shutil.copy(assignment.reference_file, folder / assignment.reference_file.name)
+        (folder / assignment.main_module).write_text(f"from {assignment.reference_file.stem} import {names}\n",
+                                                     encoding="utf-8")
+        return folder
     import reference
 
-    folder = workdir / "reference-solution"
     pkg = folder / "reference"
     pkg.mkdir(parents=True)
     for src in Path(reference.__file__).parent.glob("*.py"):
@@ -116,7 +123,6 @@ def reference_submission(assignment: Assignment, workdir: Path) -> Path:
 
     shutil.copy(tolerance.__file__, pkg / "compare.py")
     shutil.copy(device.__file__, pkg / "device.py")
-    names = ", ".join(e.name for e in assignment.entry_points)
     (folder / assignment.main_module).write_text(f"from reference import {names}\n", encoding="utf-8")
     return folder
 
