@@ -7,8 +7,10 @@ Layout of a kit (``grader release masked-attention -o kit/``)::
       attention.py, attention.ipynb      the starter files
       conftest.py                        turns on grader.pytest_plugin for this folder only
       assignments/masked-attention/
-        spec.toml                        allowlisted keys, a kit seed, and [kit] with the hidden COUNT
+        spec.toml                        allowlisted keys, concepts, a kit seed, [kit] with the hidden COUNT
         cases_public.py, _common.py
+        expected.safetensors             every public setup, computed by the reference at release
+      wheel/attention_grader-*.whl       the grader without reference/ (what the student installs)
 
 ``assignments/`` is on the grader's default search path when the kit is the working directory;
 ``find_kit`` also finds it next to the submission, so ``grader check kit/attention.py`` works from

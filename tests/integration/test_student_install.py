@@ -52,6 +52,9 @@ def engines(kits, tmp_path_factory):
         assert shipped.stored is not None
         live_dir = tmp_path_factory.mktemp("live") / slug
         shutil.copytree(kit / "assignments" / slug, live_dir, ignore=shutil.ignore_patterns("expected.safetensors"))
+        own = load_assignment(slug).reference_file  # an assignment's own reference: the live side has it
+        if own is not None:
+            shutil.copy(own, live_dir / own.name)
         live = load_assignment(live_dir)
         assert live.stored is None and live.seed == shipped.seed
         sb = Sandbox(limits_for(shipped)).__enter__()
