@@ -16,7 +16,7 @@ import secrets
 from typing import Iterable
 
 from grader.report.text import clean
-from grader.results import CONCEPTS, GradeReport, Outcome
+from grader.results import GradeReport, Outcome
 
 MESSAGE_LIMIT = 1000
 """Characters of one annotation's message (GitHub shows the first few lines anyway)."""
@@ -62,10 +62,12 @@ def failure_annotations(report: GradeReport, *, file: str | None = None,
         lines.append(command("error", _short(f"Your submission could not be loaded: {report.load.message}"),
                              title="Submission did not load", file=file))
     failing = [c for c in report.cases if c.outcome is not Outcome.PASSED]
+    vocab = report.vocabulary()
     for c in failing:
         if len(lines) >= limit:
             break
-        concept = CONCEPTS.get(c.concept or "", c.concept or c.outcome.value)
+        known = vocab.get(c.concept or "")
+        concept = known.title if known else (c.concept or c.outcome.value)
         if c.hidden:
             text = f"Hidden case {c.outcome.value}: {concept}."
         else:

@@ -29,6 +29,7 @@ from grader.errors import AssignmentSpecError, GraderError, UnknownAssignment
 
 if TYPE_CHECKING:  # finding and reading specs stays torch-free: `grader check` starts faster
     from grader.cases import Case, CaseInstance
+    from grader.results import Concept
 
 CASE_FILES = ("cases_public.py", "cases_hidden.py")
 
@@ -55,8 +56,19 @@ class Assignment:
     entry_points: tuple[EntryPoint, ...]
     cases: tuple["Case", ...]
     limits: dict = field(default_factory=dict)
-    fully_masked_rows: str = "zeros"
+    rows_without_keys: str = "zeros"
     """Policy for query rows with no visible key (documented for students; cases follow it)."""
+    concepts: dict[str, "Concept"] = field(default_factory=dict)
+    """Diagnosis vocabulary: the grader's core concepts and those spec.toml declares (by id)."""
+    reference: str = "reference"
+    """The import name of the trusted reference: a top-level module (``reference = "reference"``
+    in spec.toml, the default) or, for ``reference = "solution.py"``, that file of the folder,
+    which the case files import as ``from . import solution`` (never shipped in a kit)."""
+    reference_file: Path | None = None
+    """The folder's reference file, when the reference lives in the assignment."""
+    stored: Path | None = None
+    """A student kit's precomputed public setups (``grader.stored``): used instead of running
+    the reference, which the kit does not have."""
 
     def instances(self, *, public_only: bool = False) -> list["CaseInstance"]:
         return [inst for c in self.cases if not (public_only and c.hidden) for inst in c.instances()]
@@ -126,7 +138,35 @@ def infer(submission: Path, candidates: dict[str, Path]) -> Path:
                       "pass -a/--assignment")
 
 
-def _import_cases(folder: Path, package: str) -> list["Case"]:
+class _NoReference(types.ModuleType):
+    """What a student kit's case files get for ``import reference``: the kit has no reference, and
+    its public setups come precomputed (``grader.stored``), so nothing may use it."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AssignmentSpecError(f"the student kit has no reference ({self.__name__}.{name} was used); "
+                                  "its public cases read their setups from the kit: release it again")
+
+
+def _import_cases(folder: Path, package: str, *, kit_reference: str | None = None) -> list["Case"]:
+    """``kit_reference``: in a student kit, the reference module's name, bound to a stand-in
+    while the case files import (and restored after: this process may grade for real too)."""
+    saved = {}
+    if kit_reference:
+        saved = {n: sys.modules.get(n) for n in (kit_reference,)}
+        sys.modules[kit_reference] = _NoReference(kit_reference)
+    try:
+        return _import_case_files(folder, package)
+    finally:
+        for n, m in saved.items():
+            if m is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = m
+
+
+def _import_case_files(folder: Path, package: str) -> list["Case"]:
     from grader.cases import Case
 
     pkg = types.ModuleType(package)
@@ -169,7 +209,24 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
     try:
         aid = spec["id"]
         package = "grader_assignment_" + "".join(ch if ch.isalnum() else "_" for ch in f"{aid}_{spec['version']}")
-        cases = _import_cases(folder, package)
+        from grader import concepts as vocab
+
+        concepts = vocab.parse(spec.get("concepts"), str(folder / "spec.toml"))
+        ref = str(spec.get("reference", "reference"))
+        ref_file = None
+        if ref.endswith(".py"):  # the assignment's own reference, imported as a submodule of its package
+            ref_file = folder / ref
+            ref = f"{package}.{Path(ref).stem}"
+        stored = folder / "expected.safetensors"
+        kit = isinstance(spec.get("kit"), dict) and stored.is_file()
+        if ref_file is not None and not kit and not ref_file.is_file():
+            raise AssignmentSpecError(f"{folder / 'spec.toml'}: reference = {ref_file.name!r}, but there is no "
+                                      f"{ref_file}")
+        cases = _import_cases(folder, package, kit_reference=ref if kit else None)
+        for c in cases:
+            for cid in (c.concept, *c.on_error.values()):
+                if cid not in concepts:
+                    raise AssignmentSpecError(vocab.unknown(cid, concepts, f"{c.where()}: case {c.id!r}"))
         ids = [i.id for c in cases for i in c.instances()]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -180,7 +237,8 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
             cell_tag=spec.get("cell_tag") or None,
             entry_points=tuple(EntryPoint(e["name"], e["kind"], e["signature"]) for e in spec.get("entry_points", [])),
             cases=tuple(cases), limits=dict(spec.get("limits", {})),
-            fully_masked_rows=spec.get("fully_masked_rows", "zeros"),
+            rows_without_keys=spec.get("rows_without_keys", "zeros"), concepts=concepts,
+            reference=ref, reference_file=ref_file if not kit else None, stored=stored if kit else None,
         )
     except KeyError as e:
         raise AssignmentSpecError(f"{folder / 'spec.toml'}: missing required key {e}") from e

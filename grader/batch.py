@@ -223,13 +223,13 @@ class _Interrupts:
 
 def run_batch(cfg: BatchConfig, on_event: Callable[[Event], None] = lambda e: None) -> BatchResult:
     """Grade `cfg.paths` into `cfg.out_dir`. Raises GraderError subclasses for operator errors."""
-    import reference
+    from grader.device import resolve_device
 
     t0 = time.perf_counter()
     a = cfg.assignment
     spec = _cluster_spec(cfg)
     try:
-        dev = reference.resolve_device(cfg.device) if spec is None else _cluster_device(spec, cfg.device)
+        dev = resolve_device(cfg.device) if spec is None else _cluster_device(spec, cfg.device)
     except ValueError as e:
         raise GraderError(str(e)) from e
     out = prepare_output(cfg.out_dir)

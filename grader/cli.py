@@ -49,6 +49,9 @@ def main() -> None:
 def list_cmd() -> None:
     """List the assignments this grader knows, with versions and point totals.
 
+    A broken assignment gets one line saying why; the others are listed all the same
+    (exit status 2 when any is broken).
+
     \b
     Example:
       grader list
@@ -58,10 +61,20 @@ def list_cmd() -> None:
     found = available()
     if not found:
         raise click.ClickException("no assignments found (looked in ./assignments and $GRADER_ASSIGNMENTS)")
+    from grader.errors import GraderError
+
+    broken = 0
     for name in sorted(found):
-        a = load_assignment(found[name])
+        try:
+            a = load_assignment(found[name])
+        except GraderError as e:
+            broken += 1
+            click.echo(f"{name:<20} BROKEN  {e.format_message()}")
+            continue
         public = a.possible(public_only=True)
         click.echo(f"{a.id:<20} v{a.version:<6} {a.possible():>5g} points ({public:g} public)  {a.title}")
+    if broken:
+        raise click.exceptions.Exit(2)
 
 
 @main.command()
@@ -85,10 +98,10 @@ def validate(assignment: str, submissions_dir: Path | None, device: str) -> None
     from grader.engine import Engine, limits_for
     from grader.sandbox import Sandbox
     from grader.validate import validate as run_validation
-    import reference
+    from grader.device import resolve_device
 
     a = load_assignment(assignment)
-    dev = reference.resolve_device(device)
+    dev = resolve_device(device)
     with Sandbox(limits_for(a), device=str(dev)) as sandbox:
         engine = Engine(a, sandbox, device=dev)
         engine.prepare()

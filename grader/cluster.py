@@ -76,11 +76,11 @@ def parse_spec(text: str) -> ClusterSpec:
 def device_for(spec: ClusterSpec, name: str):
     """The batch's device. local:N runs here, so it resolves as a local run; a remote scheduler's
     workers are other machines: "auto" means CPU there, and "cuda" is checked against the workers."""
-    import reference
+    from grader.device import resolve_device
     import torch
 
     if spec.local_workers or name == "cpu":
-        return reference.resolve_device(name)
+        return resolve_device(name)
     if name not in ("auto", "cuda"):
         raise ValueError(f"device must be one of auto, cpu, cuda; got {name!r}")
     return torch.device("cpu" if name == "auto" else "cuda")

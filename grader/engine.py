@@ -22,16 +22,16 @@ import torch
 from grader import __version__
 from grader.assignments import Assignment
 from grader.cases import CaseInstance, Setup, SetupContext, Verdict
-from grader import untrusted
+from grader import concepts as vocab, untrusted
 from grader.checks.diagnose import (concept_of_exception, find_rebinding, not_implemented_message,
                                     wrong_kind_message)
 from grader.load import LoadedSubmission, load_submission, unit_title
 from grader.reference_run import NotInReference, ReferenceWorker
 from grader.results import (
-    CONCEPTS, AssignmentInfo, CaseResult, CellError, Environment, Evidence, GradeReport, LoadInfo, Outcome, Points,
+    AssignmentInfo, CaseResult, CellError, Environment, Evidence, GradeReport, LoadInfo, Outcome, Points,
     SubmissionInfo,
 )
-from grader.errors import AssignmentSpecError
+from grader.errors import AssignmentSpecError, GraderError
 from grader.sandbox import (Limits, OffPlan, Sandbox, SandboxError, StudentError, WireError, WorkerCrashed,
                             WorkerTimeout)
 from grader.scoring import total
@@ -75,6 +75,16 @@ class Engine:
         self._reference_runs: dict[str, bool] = {}
         """Case instance id -> whether the trusted reference gets through the case's calls (see
         `reference_runs`); filled when first needed."""
+        self._stored = assignment.stored is not None
+        if self._stored:  # a student kit: the reference ran at release time, its results are here
+            from grader import stored
+
+            self._setups, self._reference_runs = stored.read(assignment.stored)
+            missing = [i.id for i in self.instances if i.id not in self._setups]
+            if missing:
+                raise AssignmentSpecError(f"{assignment.stored}: no stored setup for {', '.join(missing[:5])}; "
+                                          "the kit is older than its cases: release it again")
+            self._setups = {k: _on(v, self.device) for k, v in self._setups.items()}
 
     # --- reference side (once per batch) ---------------------------------------------------
 
@@ -82,8 +92,26 @@ class Engine:
         s = self._setups.get(inst.id)
         if s is None:
             ctx = SetupContext(inst.generator(self.assignment.seed), inst.param, self.device)
-            s = self._setups[inst.id] = inst.case.setup(ctx)
+            try:
+                s = self._setups[inst.id] = inst.case.setup(ctx)
+            except GraderError:
+                raise
+            except Exception as e:  # the author's code: name the case, file and line
+                raise self.author_error(inst, e, "setup") from e
         return s
+
+    def author_error(self, inst: CaseInstance, e: BaseException, stage: str) -> AssignmentSpecError:
+        """An exception in an instructor's case (not the student's, not the sandbox's), blamed on the case:
+        its id, and the file and line of the assignment's innermost frame."""
+        import traceback
+
+        root = os.path.realpath(self.assignment.dir)
+        mine = [f for f in traceback.extract_tb(e.__traceback__)
+                if os.path.realpath(f.filename).startswith(root + os.sep)]
+        at = f"{mine[-1].filename}, line {mine[-1].lineno}" if mine else inst.case.where()
+        return AssignmentSpecError(f"case {inst.id!r} of {self.assignment.id} ({at}): its {stage} raised "
+                                   f"{type(e).__name__}: {_short(str(e))}. This is the assignment's code, not the "
+                                   "student's: fix the case")
 
     def share_setups_from(self, other: "Engine") -> None:
         """Reuse another engine's computed setups (same assignment): one reference computation per batch."""
@@ -330,9 +358,11 @@ class Engine:
                     "Inconclusive on this device: the reference cannot make these calls here either; "
                     "not counted against you."))
             concept = concept_of_exception(e.exc_type, e.message, inst.case.concept, inst.case.on_error)
+            if concept not in self.assignment.concepts:  # PyTorch's well-known errors: only where declared
+                concept = inst.case.concept
             return _Outcome(Outcome.ERROR, Verdict.fail(
                 concept, f"Your code raised {e.exc_type}" + (f": {_short(e.message)}" if e.message.strip() else "")
-                + f". {CONCEPTS[concept]}."
+                + f". {self.assignment.concepts[concept].title}."
                 + (" The reference makes the same calls on these inputs without an error (meta tensors have "
                    "no values: steps such as .item() or `if mask.any():` cannot run on them)." if device_case else ""),
                 Evidence(traceback=e.traceback)))
@@ -344,6 +374,10 @@ class Engine:
         except WireError as e:
             return _Outcome(Outcome.ERROR, Verdict.fail(
                 "signature", f"Your code returned something the grader cannot accept: {e}."))
+        except (SandboxError, OffPlan, GraderError):
+            raise
+        except Exception as e:  # the case's check itself failed: the author's mistake
+            raise self.author_error(inst, e, "check") from e
 
     def reference_runs(self, inst: CaseInstance) -> bool:
         """Whether the trusted reference gets through `inst`'s calls on its inputs: the case's check
@@ -351,9 +385,12 @@ class Engine:
         when the reference does not provide the case's entry points (nothing to compare with: the
         student's exception counts)."""
         known = self._reference_runs.get(inst.id)
+        if known is None and self._stored:
+            known = True  # not recorded at release: the student's exception counts
         if known is None:
-            import reference
+            import importlib
 
+            reference = importlib.import_module(self.assignment.reference)
             try:
                 inst.case.check_fn(Student(ReferenceWorker(reference)), self.setup(inst), inst.param)
                 known = True
@@ -389,6 +426,9 @@ class Engine:
 
     def _result(self, inst: CaseInstance, outcome: Outcome, v: Verdict, duration: float = 0.0) -> CaseResult:
         passed = outcome is Outcome.PASSED
+        if not passed and v.concept is not None and v.concept not in self.assignment.concepts:
+            raise AssignmentSpecError(vocab.unknown(v.concept, self.assignment.concepts,
+                                                    f"{inst.case.where()}: case {inst.id!r} failed with"))
         return CaseResult(
             id=inst.id, title=inst.case.title, outcome=outcome,
             points=Points(inst.points if passed else 0.0, inst.points), hidden=inst.case.hidden,
@@ -409,7 +449,27 @@ class Engine:
             submission=info, assignment=AssignmentInfo(a.id, a.version, a.title), score=total(results),
             cases=results, load=load, environment=self.environment(),
             graded_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-            public_only=self.public_only)
+            public_only=self.public_only, concepts=list(a.concepts.values()))
+
+
+def _on(s: Setup, device: torch.device) -> Setup:
+    """A stored (CPU) setup moved to the device the kit grades on."""
+    if device.type == "cpu":
+        return s
+
+    def move(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return x if x.device.type == "meta" else x.to(device)
+        if isinstance(x, dict):
+            return {k: move(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(move(v) for v in x)
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            return dataclasses.replace(x, **{f.name: move(getattr(x, f.name)) for f in dataclasses.fields(x)
+                                             if f.init})
+        return x
+
+    return Setup(move(s.inputs), move(s.expected), move(s.extra))
 
 
 REPLY_FLOOR = 16 << 20

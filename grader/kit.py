@@ -7,8 +7,10 @@ Layout of a kit (``grader release masked-attention -o kit/``)::
       attention.py, attention.ipynb      the starter files
       conftest.py                        turns on grader.pytest_plugin for this folder only
       assignments/masked-attention/
-        spec.toml                        allowlisted keys, a kit seed, and [kit] with the hidden COUNT
+        spec.toml                        allowlisted keys, concepts, a kit seed, [kit] with the hidden COUNT
         cases_public.py, _common.py
+        expected.safetensors             every public setup, computed by the reference at release
+      wheel/attention_grader-*.whl       the grader without reference/ (what the student installs)
 
 ``assignments/`` is on the grader's default search path when the kit is the working directory;
 ``find_kit`` also finds it next to the submission, so ``grader check kit/attention.py`` works from
@@ -36,7 +38,7 @@ from grader.errors import AssignmentSpecError, GraderError, OutputNotWritable, U
 
 KIT_TABLE = "kit"
 SHIPPED_CASE_FILES = ("cases_public.py", "_common.py")
-SPEC_KEYS = ("id", "title", "version", "main_module", "cell_tag")
+SPEC_KEYS = ("id", "title", "version", "main_module", "cell_tag", "reference")
 """Top-level spec keys copied into a kit (an allowlist: anything else an instructor wrote stays home)."""
 
 CONFTEST = '''\
@@ -65,6 +67,8 @@ class Kit:
     files: list[Path]
     public_cases: int
     hidden_cases: int
+    self_check: str = ""
+    """The kit's self-check of the reference ("100%"), when release verified it."""
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -243,13 +247,16 @@ def kit_spec_text(spec: dict[str, Any], *, seed: int, info: KitInfo) -> str:
         if spec.get(key) not in (None, ""):
             lines.append(f"{key} = {_toml_value(spec[key])}")
     lines.append(f"seed = {seed}")
-    if spec.get("fully_masked_rows", "zeros") != "zeros":
-        lines.append(f"fully_masked_rows = {_toml_value(spec['fully_masked_rows'])}")
+    if spec.get("rows_without_keys", "zeros") != "zeros":
+        lines.append(f"rows_without_keys = {_toml_value(spec['rows_without_keys'])}")
     limits = spec.get("limits") or {}
     if limits:
         lines += ["", "[limits]"] + [f"{k} = {_toml_value(v)}" for k, v in limits.items()]
     for ep in spec.get("entry_points", []):
         lines += ["", "[[entry_points]]"] + [f"{k} = {_toml_value(ep[k])}" for k in ("name", "kind", "signature")]
+    for c in spec.get("concepts", []):
+        lines += ["", "[[concepts]]"] + [f"{k} = {_toml_value(c[k])}" for k in ("id", "title", "explanation", "dashboard")
+                                         if k in c]
     lines += ["", f"[{KIT_TABLE}]", f"hidden_cases = {info.hidden_cases}",
               f"hidden_points = {_toml_value(float(info.hidden_points))}",
               f"submission = {_toml_value(info.submission)}"]
@@ -260,9 +267,12 @@ def kit_spec_text(spec: dict[str, Any], *, seed: int, info: KitInfo) -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_text(original: str | None, *, title: str, aid: str, submission: str, info: KitInfo) -> str:
+def readme_text(original: str | None, *, title: str, aid: str, submission: str, info: KitInfo,
+                wheel: str | None = None) -> str:
     hidden = (f"{info.hidden_cases} hidden cases will run at grading time, so a full pass here is not "
               "a full grade." if info.hidden_cases else "There are no hidden cases for this assignment.")
+    install = (f'`pip install "./wheel/{wheel}[kit]"` (the grader this kit carries, with pytest: no solution in it).'
+               if wheel else '`pip install "attention-grader[kit]"` (your course tells you where it comes from).')
     stem = Path(submission).stem
     notebook = f"{stem}.ipynb" if f"{stem}.ipynb" in info.starters else None
     if notebook:
@@ -278,11 +288,7 @@ pytest --submission other.py    # another file"""
     section = f"""
 ## Checking your work
 
-Install the grader and pytest once (your course tells you where the grader comes from):
-
-```bash
-pip install "attention-grader[kit]"    # the grader, with pytest
-```
+Install the grader and pytest once, from this folder: {install}
 
 Then, in this folder:
 
@@ -306,14 +312,86 @@ def _secrets_of(assignment) -> list[str]:
     return out
 
 
-def leaks(folder: Path, secret_strings: list[str]) -> list[tuple[str, str]]:
-    """(file, secret) pairs where a secret appears in a file under ``folder`` as a whole word."""
+def shipped_texts(folder: Path) -> list[tuple[str, str]]:
+    """(name, text) of everything under ``folder`` a student receives, wheels opened member by member."""
+    import zipfile
+
+    out = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = str(path.relative_to(folder))
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as z:
+                out += [(f"{rel}!{n}", z.read(n).decode("utf-8", "replace")) for n in z.namelist()]
+        else:
+            out.append((rel, path.read_bytes().decode("utf-8", "replace")))
+    return out
+
+
+def leaks(folder: Path, secret_strings: list[str], code_lines: list[str] = ()) -> list[tuple[str, str]]:
+    """(file, secret) pairs where a secret appears in a file under ``folder`` (wheels included) as a
+    whole word, or one of ``code_lines`` (the reference's source) appears at all."""
     patterns = [(s, re.compile(rf"(?<![\w]){re.escape(s)}(?![\w])")) for s in set(secret_strings) if s]
     found = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        text = path.read_bytes().decode("utf-8", "replace")
-        found += [(str(path.relative_to(folder)), s) for s, rx in patterns if rx.search(text)]
+    for name, text in shipped_texts(folder):
+        found += [(name, s) for s, rx in patterns if rx.search(text)]
+        hit = next((line for line in code_lines if line in text), None)
+        if hit:
+            found.append((name, f"reference source: {hit}"))
     return found
+
+
+def reference_lines(module: str, file: Path | None = None) -> list[str]:
+    """Distinctive lines of the reference's source (40+ characters once stripped), less those the
+    grader's own files also hold (re-export shims): what no kit file may contain."""
+    import importlib.util
+
+    import grader
+
+    try:
+        spec = None if file is not None else importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return []
+    if file is not None:
+        files = [file]
+    elif spec is None:
+        return []
+    elif spec.submodule_search_locations:
+        files = [p for loc in spec.submodule_search_locations for p in sorted(Path(loc).glob("*.py"))]
+    else:
+        files = [Path(spec.origin)] if spec.origin else []
+    own = {line.strip() for p in Path(grader.__file__).parent.rglob("*.py")
+           for line in p.read_text("utf-8", "replace").splitlines()}
+    lines = {line.strip() for p in files for line in p.read_text("utf-8", "replace").splitlines()}
+    return sorted(s for s in lines if len(s) >= 40 and s not in own)
+
+
+def unshipped_imports(folder: Path, reference: str = "") -> list[str]:
+    """``file:line: ...`` for each relative import in a shipped case file of a module the kit does
+    not ship (``from .cases_hidden import ...`` would break every student's ``grader check``)."""
+    import ast
+
+    shipped = {Path(n).stem for n in SHIPPED_CASE_FILES}
+    if reference.endswith(".py"):  # the assignment's own reference: the kit binds it to a stand-in
+        shipped.add(Path(reference).stem)
+    problems = []
+    for name in SHIPPED_CASE_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            tree = ast.parse(path.read_text("utf-8"), str(path))
+        except SyntaxError as e:
+            problems.append(f"{path}:{e.lineno}: {e.msg}")
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.level == 0:
+                continue
+            wanted = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
+            for mod in wanted:
+                if mod not in shipped:
+                    problems.append(f"{path}:{node.lineno}: {name} imports {mod}, which the kit does not ship "
+                                    f"(it ships {', '.join(SHIPPED_CASE_FILES)})")
+    return problems
 
 
 def _prepare_out(out: Path) -> None:
@@ -328,12 +406,19 @@ def _prepare_out(out: Path) -> None:
         raise OutputNotWritable(f"cannot write to {out}: {e.strerror or e}") from e
 
 
-def release(assignment, out: Path) -> Kit:
-    """Write the student kit of a (full) ``Assignment`` into the new or empty folder ``out``."""
+def release(assignment, out: Path, *, verify: bool = True) -> Kit:
+    """Write the student kit of a (full) ``Assignment`` into the new or empty folder ``out``:
+    starters, README, public cases with their setups precomputed by the reference
+    (``expected.safetensors``) and the grader's wheel without the reference (``wheel/``). Refused,
+    and removed, when a file names a hidden case or the seed, holds the reference's source, or
+    (``verify``) the kit's self-check of the reference is not 100 %."""
     src = assignment.dir
     spec = read_spec(src)
     if KIT_TABLE in spec:
         raise GraderError(f"{src} is already a student kit; release from the instructor's assignment folder")
+    bad_imports = unshipped_imports(src, str(spec.get("reference", "")))
+    if bad_imports:
+        raise AssignmentSpecError(f"refusing to release {assignment.id}: " + "; ".join(bad_imports))
     starters = sorted(p for p in (src / "starter").glob("*") if p.is_file()) if (src / "starter").is_dir() else []
     py = [p.name for p in starters if p.suffix == ".py"]
     hidden = [i for i in assignment.instances() if i.case.hidden]
@@ -355,17 +440,37 @@ def release(assignment, out: Path) -> Kit:
             written.append(Path(shutil.copyfile(src / name, adir / name)))
     put(adir / "spec.toml", kit_spec_text(spec, seed=kit_seed(assignment.seed, assignment.id, assignment.version),
                                           info=info))
+    from grader import publish, slim
+
+    try:
+        written.append(publish.store_setups(adir, assignment.reference_file))
+        wheel = slim.build_wheel(out / "wheel")
+    except BaseException:
+        shutil.rmtree(out)
+        raise
+    written.append(wheel)
     readme = (src / "README.md").read_text(encoding="utf-8") if (src / "README.md").is_file() else None
     put(out / "README.md", readme_text(readme, title=assignment.title, aid=assignment.id,
-                                       submission=info.submission, info=info))
+                                       submission=info.submission, info=info, wheel=wheel.name))
     put(out / "conftest.py", CONFTEST)
 
-    found = leaks(out, _secrets_of(assignment))
+    found = leaks(out, _secrets_of(assignment), reference_lines(assignment.reference, assignment.reference_file))
     if found:
         shutil.rmtree(out)
         where = "; ".join(f"{f} mentions {s!r}" for f, s in found[:5])
-        raise AssignmentSpecError(f"refusing to release {assignment.id}: {where}. Remove hidden case names "
-                                  "and the seed from the shipped files (README.md, starter/, cases_public.py, "
-                                  "_common.py)")
+        raise AssignmentSpecError(f"refusing to release {assignment.id}: {where}. Remove hidden case names, "
+                                  "the seed and the reference's code from the shipped files (README.md, starter/, "
+                                  "cases_public.py, _common.py)")
+    checked = ""
+    if verify:
+        report = publish.self_check_reference(assignment, adir)
+        checked = report.score.display_percent()
+        if report.score.earned != report.score.possible:
+            shutil.rmtree(out)
+            bad = "; ".join(f"{c.id} ({c.outcome.value}: {c.message[:200]})" for c in report.cases
+                            if c.outcome.value != "passed")
+            raise AssignmentSpecError(f"refusing to release {assignment.id}: the kit's self-check gives the "
+                                      f"reference {report.score.display_percent()}: {bad}")
     return Kit(dir=out, assignment_dir=adir, files=written,
-               public_cases=len(assignment.instances(public_only=True)), hidden_cases=info.hidden_cases)
+               public_cases=len(assignment.instances(public_only=True)), hidden_cases=info.hidden_cases,
+               self_check=checked)

@@ -107,7 +107,7 @@ class _KitSession:
         except Exception as e:  # an operator problem (bad kit, no sandbox): fail every item with it
             self.error = f"the grader could not run: {e}"
             return
-        self.results = {c.id: (c, g.report.load) for c in g.report.cases}
+        self.results = {c.id: (c, g.report.load, g.report.vocabulary()) for c in g.report.cases}
         self.hidden = (g.hidden_cases, g.hidden_points)
         self.isolation = g.isolation
         self.note = g.note
@@ -143,10 +143,10 @@ class CaseItem(pytest.Item):
         found = session.result(self.path.parent, self.name, selected)
         if found is None:
             raise CaseFailure(f"case {self.name} was not run")
-        case, load = found
+        case, load, vocab = found
         if case.outcome.value == "passed":
             return
-        raise CaseFailure(_failure_text(case, load))
+        raise CaseFailure(_failure_text(case, load, vocab))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, CaseFailure):
@@ -157,16 +157,14 @@ class CaseItem(pytest.Item):
         return self.path, None, f"{self.name}: {self.title}"
 
 
-def _failure_text(case: Any, load: Any) -> str:
+def _failure_text(case: Any, load: Any, vocab: dict) -> str:
     from grader.report.text import clean_block
     from grader.report.view import evidence_facts
-    from grader.results import CONCEPTS
-
     if case.not_implemented:
         return f"{case.title} [{case.id}]: not implemented yet\n{clean_block(case.message, 2000)}"
     concept = case.concept or case.outcome.value
     lines = [f"{case.title} [{case.id}]: {case.outcome.value}",
-             f"concept: {concept} ({CONCEPTS.get(concept, concept)})",
+             f"concept: {concept} ({vocab[concept].title if concept in vocab else concept})",
              clean_block(case.message, 2000)]
     lines += [f"{f.label}: {f.value}" for f in evidence_facts(case.evidence)]
     if case.evidence.traceback:

@@ -15,7 +15,8 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 
-# The fixed diagnosis vocabulary. Every failing case names exactly one of these.
+# The built-in (attention) vocabulary: titles of the concepts results graded before assignments
+# declared their own (grader/concepts.py). New assignments declare theirs in spec.toml.
 CONCEPTS: dict[str, str] = {
     "mask-fill-value": "Masked scores must be -inf (or finfo(dtype).min) before the softmax",
     "mask-after-softmax": "The mask must be applied before the softmax, not to the weights",
@@ -44,6 +45,19 @@ CONCEPTS: dict[str, str] = {
     "timeout": "The code ran past its time limit",
     "crash": "The worker process died while running the code",
 }
+
+
+@dataclass(frozen=True)
+class Concept:
+    """One diagnosis an assignment declares (spec.toml ``[[concepts]]``), as the report shows it."""
+
+    id: str
+    title: str
+    """One line: the rule, e.g. "The softmax runs over keys (the last dimension)"."""
+    explanation: str = ""
+    """Two plain, kind sentences to one student about their failure."""
+    dashboard: str = ""
+    """Completes "N % of the class ..." on the instructor's dashboard."""
 
 
 class Outcome(str, enum.Enum):
@@ -129,13 +143,13 @@ class Evidence:
 @dataclass(frozen=True)
 class CaseResult:
     id: str
-    """Stable case id, with the parameter label for parametrised cases: "padding_right[left]"."""
+    """Stable case id, with the parameter label for parametrised cases: "causal_example[left]"."""
     title: str
     outcome: Outcome
     points: Points
     hidden: bool
     concept: str | None
-    """One id from CONCEPTS when the case did not pass, else None. A case that did not pass has no
+    """One id of the assignment's concepts (``GradeReport.concepts``) when the case did not pass, else None. A case that did not pass has no
     concept only when the code it calls is not implemented yet (it raised NotImplementedError, as
     the starter's placeholders do): that is no misconception, so nothing is diagnosed."""
     message: str
@@ -225,7 +239,16 @@ class GradeReport:
     """Self-check only: how many hidden case instances will run at grading time (never which)."""
     hidden_points: float = 0.0
     """Self-check only: what those hidden cases are worth."""
+    concepts: list[Concept] = field(default_factory=list)
+    """The assignment's diagnosis vocabulary as graded, so a re-render years later uses the same
+    words (empty in results written before 0.3: the built-in vocabulary names those)."""
     schema_version: int = SCHEMA_VERSION
+
+    def vocabulary(self) -> dict[str, Concept]:
+        """Concept id -> Concept as graded (the built-in vocabulary for results that carry none)."""
+        from grader.concepts import vocabulary
+
+        return vocabulary(self.concepts)
 
     def concepts_failed(self) -> list[str]:
         seen: list[str] = []
@@ -335,5 +358,6 @@ def report_from_dict(d: dict) -> GradeReport:
         public_only=d.get("public_only", False),
         hidden_cases=int(d.get("hidden_cases", 0)),
         hidden_points=float(d.get("hidden_points", 0.0)),
+        concepts=[Concept(**c) for c in d.get("concepts", [])],
         schema_version=version,
     )

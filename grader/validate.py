@@ -4,7 +4,10 @@
 2. Every sample submission declared for the assignment in ``submissions/expected.toml`` fails
    exactly its declared cases and is diagnosed with its declared concepts.
 3. Grading twice gives identical results.
-4. Hidden and public cases are kept apart (checked when the assignment loads, and here again).
+4. The student kit: released into a temporary folder, it holds no hidden case id or title, no
+   seed and no line of the reference's source (its grader wheel included); its public cases
+   import only files it ships; and its self-check, from its stored setups alone, gives the
+   reference 100 %.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import reference
 from grader.assignments import Assignment
 from grader.engine import Engine
 from grader.results import GradeReport, Outcome, to_dict
@@ -26,8 +28,8 @@ class SampleExpectation:
     path: Path
     assignment: str
     fails: frozenset[str]
-    """Case ids that must not pass; every other case must pass. A base id ("option_pairs") covers all
-    of its parameters; ids with a parameter ("option_pairs[cache+mask-left]") say exactly which fail."""
+    """Case ids that must not pass; every other case must pass. A base id ("example_pairs") covers all
+    of its parameters; ids with a parameter ("example_pairs[cache+mask-left]") say exactly which fail."""
     concepts: frozenset[str]
     """Concepts the grader must flag (at least these; exactly these when ``exact``)."""
     exact: bool = False
@@ -101,13 +103,43 @@ def compare_to_expectation(report: GradeReport, exp: SampleExpectation) -> str:
 def reference_submission(assignment: Assignment, workdir: Path) -> Path:
     """A folder submission whose main module re-exports the trusted reference's entry points."""
     folder = workdir / "reference-solution"
+    names = ", ".join(e.name for e in assignment.entry_points)
+    if assignment.reference_file is not None:  # the assignment's own: one module
+        folder.mkdir(parents=True)
+        shutil.copy(assignment.reference_file, folder / assignment.reference_file.name)
+        (folder / assignment.main_module).write_text(f"from {assignment.reference_file.stem} import {names}\n",
+                                                     encoding="utf-8")
+        return folder
+    import reference
+
     pkg = folder / "reference"
     pkg.mkdir(parents=True)
     for src in Path(reference.__file__).parent.glob("*.py"):
         shutil.copy(src, pkg / src.name)
-    names = ", ".join(e.name for e in assignment.entry_points)
+    # Two modules of the package re-export the grader's own (comparison rules, device helpers),
+    # which a worker may not read: the copy carries the code itself.
+    from grader import device
+    from grader.checks import tolerance
+
+    shutil.copy(tolerance.__file__, pkg / "compare.py")
+    shutil.copy(device.__file__, pkg / "device.py")
     (folder / assignment.main_module).write_text(f"from reference import {names}\n", encoding="utf-8")
     return folder
+
+
+def _kit_check(assignment: Assignment) -> Check:
+    """Release the student kit into a temporary folder: `grader.kit.release` refuses a kit that leaks
+    or imports what it does not ship, and grades the reference with the kit alone."""
+    from grader.errors import AssignmentSpecError
+    from grader.kit import release
+
+    name = "student kit: nothing hidden, no reference source, self-check of the reference"
+    with tempfile.TemporaryDirectory(prefix="grader-validate-kit-") as tmp:
+        try:
+            kit = release(assignment, Path(tmp) / "kit")
+        except AssignmentSpecError as e:
+            return Check(name, False, e.format_message())
+    return Check(f"{name} {kit.self_check}", True)
 
 
 def _stable(report: GradeReport) -> dict:
@@ -129,9 +161,7 @@ def validate(assignment: Assignment, engine: Engine, submissions_dir: Path | Non
         second = engine.grade_path(ref_path, student_id="reference")
         out.checks.append(Check("two runs give identical results", _stable(first) == _stable(second)))
 
-    hidden_ids = {c.id for c in assignment.cases if c.hidden}
-    leaked = [c.id for c in first.cases if (base_id(c.id) in hidden_ids) != c.hidden]
-    out.checks.append(Check("no hidden case is marked public", not leaked, ", ".join(leaked)))
+    out.checks.append(_kit_check(assignment))
 
     if submissions_dir is None or not (submissions_dir / "expected.toml").is_file():
         out.checks.append(Check("sample submissions", False, "no submissions/expected.toml found"))
@@ -140,6 +170,10 @@ def validate(assignment: Assignment, engine: Engine, submissions_dir: Path | Non
     if not samples:
         out.checks.append(Check("sample submissions", False, f"none declared for {assignment.id}"))
     for exp in samples:
+        if not exp.path.exists():
+            out.checks.append(Check(f"{exp.path.relative_to(submissions_dir)} -> missing", False,
+                                    "declared in expected.toml, but there is no such file"))
+            continue
         report = engine.grade_path(exp.path)
         problem = compare_to_expectation(report, exp)
         label = f"{exp.path.relative_to(submissions_dir)} -> {report.score.display_percent()}"

@@ -18,7 +18,6 @@ import torch
 from grader.cases import Verdict
 from grader.checks.compare import Expected, check_structure, compare, evidence_of, is_tensor, nan_locations
 from grader.results import Evidence, Heatmap
-import reference
 
 WINDOW = 12  # at most this many rows/columns of a matrix go into a heatmap
 
@@ -70,7 +69,10 @@ class AttentionCase:
 
 
 def attention_case(q, k, v, keep=None, *, rows=None, alt_masks=None) -> AttentionCase:
-    """Compute the float64 oracle and the naive same-dtype reference for these inputs."""
+    """Compute the float64 oracle and the naive same-dtype reference for these inputs (at setup
+    time only: a student kit carries the results, not the reference)."""
+    import reference
+
     with reference.exact_float32():
         o64, w64 = reference.oracle_attention(q, k, v, keep)
         on, wn = reference.masked_attention(q, k, v, keep)
@@ -78,7 +80,7 @@ def attention_case(q, k, v, keep=None, *, rows=None, alt_masks=None) -> Attentio
                          rows=rows, alt_masks=dict(alt_masks or {}))
 
 
-def fully_masked_rows(keep: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor:
+def rows_without_keys(keep: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor:
     """Bool (..., Lq, 1): rows with no visible key."""
     if keep is None:
         return torch.zeros(*shape[:-1], 1, dtype=torch.bool)
@@ -141,7 +143,7 @@ def uniform_empty_rows(actual_w: torch.Tensor, a: AttentionCase) -> bool:
     ref = a.weights.oracle.cpu()
     if a.keep is None or w.shape != ref.shape or w.dim() < 2:
         return False
-    empty = fully_masked_rows(a.keep.cpu(), tuple(ref.shape)).expand(ref.shape)
+    empty = rows_without_keys(a.keep.cpu(), tuple(ref.shape)).expand(ref.shape)
     if a.rows is not None:
         empty = empty & _rows_where(a, ref.shape)
     if not bool(empty.any()) or not bool(torch.isfinite(w[empty]).all()):
@@ -239,7 +241,7 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
     if rows_out is not None:
         nan_rows &= rows_out
     if nan_rows.any():
-        empty = fully_masked_rows(a.keep.cpu() if a.keep is not None else None, tuple(a.weights.oracle.shape))
+        empty = rows_without_keys(a.keep.cpu() if a.keep is not None else None, tuple(a.weights.oracle.shape))
         in_empty = bool((nan_rows & empty.expand(out.shape)).any())
         d = diagnose_weights(w, a) or ("fully-masked-rows" if in_empty else "numerical-stability")
         return Verdict.fail(concept_of(d), "Your output contains NaN. " + message_of(d, message),

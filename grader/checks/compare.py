@@ -1,7 +1,7 @@
 """Tensors -> Verdict: type, shape, dtype, NaN and value checks with the right tolerance rule.
 
 All comparisons run here, in the grader, on plain tensors the worker sent back. The numeric rule
-lives in ``reference.compare`` (fixed tolerance for fp32/fp64, FlashAttention's "at most twice
+lives in ``grader.checks.tolerance`` (fixed tolerance for fp32/fp64, FlashAttention's "at most twice
 a naive same-dtype implementation's error" for fp16/bf16).
 """
 
@@ -13,7 +13,7 @@ import torch
 
 from grader.cases import Verdict
 from grader.results import Evidence
-from reference.compare import Comparison, compare_flash, compare_tensors, tolerance_for
+from grader.checks.tolerance import Comparison, compare_flash, compare_tensors, tolerance_for
 
 HALF = (torch.float16, torch.bfloat16)
 
@@ -53,8 +53,9 @@ def nan_locations(t: torch.Tensor, limit: int = 5) -> list[list[int]]:
 
 
 def check_structure(actual: object, shape: tuple[int, ...], dtype: torch.dtype, *, what: str,
-                    shape_concept: str) -> Verdict | None:
-    """Type, shape and dtype; None when all three are right."""
+                    shape_concept: str, dtype_concept: str = "output-dtype") -> Verdict | None:
+    """Type, shape and dtype; None when all three are right. The messages state the facts only:
+    what the rule is, and how to meet it, is the concept's (the assignment's spec.toml)."""
     if not is_tensor(actual):
         return not_a_tensor(actual, what)
     assert isinstance(actual, torch.Tensor)
@@ -63,8 +64,7 @@ def check_structure(actual: object, shape: tuple[int, ...], dtype: torch.dtype, 
     if tuple(actual.shape) != tuple(shape):
         return Verdict.fail(shape_concept, f"{what} has shape {tuple(actual.shape)}, expected {tuple(shape)}.", ev)
     if actual.dtype != dtype:
-        return Verdict.fail("output-dtype", f"{what} is {actual.dtype}, but the inputs were {dtype}: "
-                            "keep the input dtype (no .float(), no float32 constants that promote it).", ev)
+        return Verdict.fail(dtype_concept, f"{what} is {actual.dtype}, expected {dtype}.", ev)
     return None
 
 

@@ -56,10 +56,10 @@ def prestart_sandbox(device: str, *, warm_meta: bool = False) -> None:
 def open_engine(assignment: Assignment, *, device: str = "auto", public_only: bool = False,
                 use_zygote: bool = True) -> Iterator["Engine"]:
     """A sandbox (its warm zygote, the strongest isolation available) and an engine on it."""
-    import reference
+    from grader.device import resolve_device
     from grader.engine import Engine, limits_for
     from grader.sandbox import Sandbox
 
-    dev = reference.resolve_device(device)
+    dev = resolve_device(device)
     with Sandbox(limits_for(assignment), device=str(dev), use_zygote=use_zygote) as sandbox:
         yield Engine(assignment, sandbox, public_only=public_only, device=dev)

@@ -166,9 +166,9 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
 
             a = load_assignment(folder)
         if early is None:
-            import reference
+            from grader.device import resolve_device
 
-            device = str(reference.resolve_device(device))
+            device = str(resolve_device(device))
             early = EarlySandbox(folder, device)
         limits = limits_for(a)
         starters = starter_fingerprints(folder)
@@ -235,7 +235,7 @@ def lead_sentence(public_points: float, hidden_cases: int, hidden_points: float)
 def check_lines(g: Graded, *, verbose: bool = False) -> list[str]:
     """What ``grader check`` prints: one line per case, a hint under each failure, the total."""
     from grader.report.text import one_line
-    from grader.results import CONCEPTS, Outcome
+    from grader.results import Outcome
 
     r = g.report
     ok, bad = _marks()
@@ -258,7 +258,8 @@ def check_lines(g: Graded, *, verbose: bool = False) -> list[str]:
         if verbose and c.concept:
             from grader.report.view import evidence_facts
 
-            lines.append(f"      ({CONCEPTS.get(concept, concept)})")
+            known = r.vocabulary().get(concept)
+            lines.append(f"      ({known.title if known else concept})")
             lines += [f"      {f.label}: {one_line(f.value, 300)}" for f in evidence_facts(c.evidence)]
     passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
     lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points))

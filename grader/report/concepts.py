@@ -1,4 +1,7 @@
-"""Words for each diagnosis in `grader.results.CONCEPTS`: what a student reads, what a teacher reads.
+"""The built-in (attention) vocabulary's words: what a student reads, what a teacher reads.
+
+Results graded before assignments declared their concepts in spec.toml (grader/concepts.py) are
+rendered with these; the bundled assignments' spec.toml files carry the same texts.
 
 `EXPLANATIONS` speaks to one student about their failure (two plain, kind sentences).
 `CLASS_PHRASES` completes "N % of the class ..." on the dashboard.
@@ -7,7 +10,7 @@ A test checks that both cover every concept id.
 
 from __future__ import annotations
 
-from grader.results import CONCEPTS
+from grader.results import CONCEPTS, Concept
 
 EXPLANATIONS: dict[str, str] = {
     "mask-fill-value": (
@@ -153,6 +156,6 @@ def explanation(concept: str | None) -> str:
     return EXPLANATIONS.get(concept or "", "")
 
 
-def class_phrase(concept: str) -> str:
+def class_phrase(concept: "Concept") -> str:
     """The dashboard phrase for `concept`, falling back to its one-line summary."""
-    return CLASS_PHRASES.get(concept) or f"failed on: {CONCEPTS.get(concept, concept)}"
+    return concept.dashboard or f"failed on: {concept.title}"

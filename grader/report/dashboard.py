@@ -18,7 +18,8 @@ from grader.outdir import OUTPUT_NAMES
 from grader.report.concepts import class_phrase
 from grader.report.html import render_page, write_text_atomic
 from grader.report.text import fmt_points, one_line
-from grader.results import CONCEPTS, GradeReport, Outcome
+from grader.concepts import builtin
+from grader.results import Concept, GradeReport, Outcome
 from grader.untrusted import storable
 
 HIST_BINS = 10
@@ -149,8 +150,15 @@ def _concept_rates(reports: list[GradeReport]) -> list[Rate]:
     for r in reports:
         for c in r.concepts_failed():
             counts[c] = counts.get(c, 0) + 1
-    order = list(CONCEPTS)
-    rates = [Rate(c, CONCEPTS.get(c, c), f"{round(100 * n / total)} % of the class {class_phrase(c)}",
+    vocab: dict[str, Concept] = {}
+    for r in reports:  # each result carries the words it was graded with; older ones none
+        for c in r.concepts:
+            vocab.setdefault(c.id, c)
+    for k, v in builtin().items():
+        vocab.setdefault(k, v)
+    order = list(vocab)
+    rates = [Rate(c, vocab[c].title if c in vocab else c,
+                  f"{round(100 * n / total)} % of the class {class_phrase(vocab[c]) if c in vocab else 'failed on: ' + c}",
                   n, total, round(100 * n / total)) for c, n in counts.items()]
     return sorted(rates, key=lambda r: (-r.count, order.index(r.key) if r.key in order else len(order)))
 

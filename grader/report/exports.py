@@ -13,12 +13,11 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from grader.report.concepts import explanation
 from grader.report.dashboard import RunInfo, report_filename
 from grader.report.html import write_text_atomic
 from grader.report.text import clean_block, csv_cell, fmt_points, md_escape, one_line
 from grader.report.view import evidence_facts
-from grader.results import CONCEPTS, CaseResult, GradeReport, Outcome
+from grader.results import CaseResult, Concept, GradeReport, Outcome
 from grader.untrusted import json_text
 
 CSV_FIXED_COLUMNS = ["student_id", "earned", "possible", "percent"]
@@ -59,13 +58,14 @@ def write_grades_csv(reports: list[GradeReport], path: str | os.PathLike[str]) -
     return write_text_atomic(path, grades_csv(reports))
 
 
-def _case_text(case: CaseResult, *, details: bool) -> str:
+def _case_text(case: CaseResult, *, details: bool, vocab: dict[str, Concept]) -> str:
     """A plain-text account of one case for Gradescope's output box."""
     if case.outcome is Outcome.PASSED:
         return "Passed."
     parts = []
     if case.concept:
-        parts.append(f"{CONCEPTS.get(case.concept, case.concept)}. {explanation(case.concept)}")
+        c = vocab.get(case.concept)
+        parts.append(f"{c.title}. {c.explanation}" if c else f"{case.concept}.")
     if details:
         if case.message:
             parts.append(clean_block(case.message, 2000))
@@ -86,6 +86,7 @@ def gradescope_results(report: GradeReport, *, release_hidden: bool = False) -> 
     Hidden cases get visibility "after_published" and, unless released, no message or evidence.
     """
     tests = []
+    vocab = report.vocabulary()
     for case in report.cases:
         tests.append({
             "name": one_line(f"{case.title} ({case.id})", 300),
@@ -93,7 +94,7 @@ def gradescope_results(report: GradeReport, *, release_hidden: bool = False) -> 
             "max_score": case.points.possible,
             "status": "passed" if case.outcome is Outcome.PASSED else "failed",
             "visibility": "after_published" if case.hidden else "visible",
-            "output": _case_text(case, details=release_hidden or not case.hidden),
+            "output": _case_text(case, details=release_hidden or not case.hidden, vocab=vocab),
             "tags": [case.concept] if case.concept and case.outcome is not Outcome.PASSED else [],
         })
     output = []
@@ -158,7 +159,7 @@ def junit_xml(reports: list[GradeReport]) -> str:
             shown = not c.hidden
             message = one_line(c.message, 500) if shown else "hidden case did not pass"
             el = ET.SubElement(tc, tag, message=message, type=c.concept or c.outcome.value)
-            el.text = _case_text(c, details=shown)
+            el.text = _case_text(c, details=shown, vocab=r.vocabulary())
         ET.SubElement(suite, "system-out").text = clean_block(r.load.stdout, 8000)
         ET.SubElement(suite, "system-err").text = clean_block(
             "\n".join(filter(None, [r.load.message, *(f"cell {e.cell}: {e.error}" for e in r.load.cell_errors),
@@ -202,7 +203,8 @@ def markdown_summary(reports: list[GradeReport], *, run: RunInfo | None = None) 
             continue
         lines += ["", f"### {md_escape(r.submission.id, 80)}: {r.score.display_percent()}", ""]
         for c in failing:
-            concept = md_escape(CONCEPTS.get(c.concept or "", c.concept or c.outcome.value), 200)
+            known = r.vocabulary().get(c.concept or "")
+            concept = md_escape(known.title if known else (c.concept or c.outcome.value), 200)
             text = "hidden case" if c.hidden else md_escape(c.message, 400)
             lines.append(f"- {md_escape(c.title, 120)} ({md_escape(c.id, 120)}), {c.outcome.value}: "
                          f"*{concept}*. {text}")

@@ -18,7 +18,6 @@ import jinja2
 from markupsafe import Markup
 
 from grader import __version__
-from grader.report.concepts import explanation
 from grader.report.view import build_view
 from grader.results import GradeReport
 
@@ -61,7 +60,7 @@ def render_page(template: str, script: str, **context: object) -> str:
 def render_submission(report: GradeReport, *, release_hidden: bool = False) -> str:
     """The student's feedback page for one graded submission."""
     view = build_view(report, release_hidden=release_hidden)
-    return render_page("report.html", "report.js", v=view, load_explanation=explanation("load-error"))
+    return render_page("report.html", "report.js", v=view, load_explanation=report.vocabulary()["load-error"].explanation)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:

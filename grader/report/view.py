@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grader.checks.diagnose import NOT_IMPLEMENTED
-from grader.report.concepts import explanation
 from grader.report.heatmap import HeatmapView, build_heatmap
 from grader.report.text import clean_block, fmt_num, fmt_points, one_line
-from grader.results import CONCEPTS, CaseResult, Evidence, GradeReport, Outcome
+from grader.results import CaseResult, Concept, Evidence, GradeReport, Outcome
 
 MAX_LISTED = 20
 """Leaking cells / NaN locations listed in words before "and N more"."""
@@ -103,7 +102,7 @@ class ReportView:
     cases: list[CaseView]
     """Every case in grading order (the summary table)."""
     groups: list[ConceptGroup]
-    """Cases that did not pass, grouped by concept in CONCEPTS order."""
+    """Cases that did not pass, grouped by concept in the order their first case was graded."""
     passed: list[CaseView]
     n_hidden_withheld: int
     grouped: frozenset[str]
@@ -152,7 +151,7 @@ def evidence_facts(ev: Evidence) -> list[Fact]:
     return facts
 
 
-def _case_view(i: int, case: CaseResult, release_hidden: bool) -> CaseView:
+def _case_view(i: int, case: CaseResult, release_hidden: bool, vocab: dict[str, Concept]) -> CaseView:
     icon, label = OUTCOME_LABELS[case.outcome]
     if case.concept == "load-error" and case.outcome is not Outcome.PASSED:
         icon, label = "–", "not run"
@@ -163,8 +162,8 @@ def _case_view(i: int, case: CaseResult, release_hidden: bool) -> CaseView:
         outcome=case.outcome.value, icon=icon, outcome_label=label,
         points=f"{fmt_points(case.points.earned)} / {fmt_points(case.points.possible)}",
         hidden=case.hidden, concept=concept,
-        concept_title=NOT_IMPLEMENTED if case.not_implemented else CONCEPTS.get(concept or "", concept or ""),
-        explanation=explanation(concept), details_shown=shown,
+        concept_title=NOT_IMPLEMENTED if case.not_implemented else _title(vocab, concept),
+        explanation=vocab[concept].explanation if concept in vocab else "", details_shown=shown,
     )
     if not shown:
         return CaseView(**common)
@@ -178,7 +177,7 @@ def _case_view(i: int, case: CaseResult, release_hidden: bool) -> CaseView:
     )
 
 
-def _groups(cases: list[CaseView], load_ok: bool) -> list[ConceptGroup]:
+def _groups(cases: list[CaseView], load_ok: bool, vocab: dict[str, Concept]) -> list[ConceptGroup]:
     """Non-passing cases by concept, concepts in the order their first case was graded.
 
     When nothing could load, the "not run" cases repeat the load banner and are left out here.
@@ -190,7 +189,12 @@ def _groups(cases: list[CaseView], load_ok: bool) -> list[ConceptGroup]:
         # An error without a concept is code not written yet: grouped as such, with no explanation.
         by.setdefault(c.concept or ("not-implemented" if c.outcome == Outcome.ERROR.value else "other"), []).append(c)
     titles = {"other": "Other problems", "not-implemented": NOT_IMPLEMENTED}
-    return [ConceptGroup(k, CONCEPTS.get(k, titles.get(k, k)), explanation(k), v) for k, v in by.items()]
+    return [ConceptGroup(k, vocab[k].title if k in vocab else titles.get(k, k),
+                         vocab[k].explanation if k in vocab else "", v) for k, v in by.items()]
+
+
+def _title(vocab: dict[str, Concept], concept: str | None) -> str:
+    return vocab[concept].title if concept in vocab else (concept or "")
 
 
 def self_check_lead(report: GradeReport) -> str:
@@ -204,10 +208,11 @@ def self_check_lead(report: GradeReport) -> str:
 
 def build_view(report: GradeReport, *, release_hidden: bool = False) -> ReportView:
     """The one place where a GradeReport becomes what the student page may show."""
-    cases = [_case_view(i, c, release_hidden) for i, c in enumerate(report.cases)]
+    vocab = report.vocabulary()
+    cases = [_case_view(i, c, release_hidden, vocab) for i, c in enumerate(report.cases)]
     env = report.environment
     load = report.load
-    groups = _groups(cases, load.ok)
+    groups = _groups(cases, load.ok, vocab)
     return ReportView(
         student_id=one_line(report.submission.id, 120), filename=one_line(report.submission.filename, 200),
         assignment=one_line(report.assignment.id, 120), assignment_title=one_line(report.assignment.title, 200),

@@ -106,6 +106,12 @@ class Encoder:
             return {"$t": [self.encode(v, depth + 1) for v in value]}
         if t is dict and all(type(k) is str for k in value):
             return {"$d": {k: self.encode(v, depth + 1) for k, v in value.items()}}
+        if t is torch.Generator:
+            # Its state goes as a uint8 tensor; the receiver builds a generator in that state, so
+            # the student's sampling draws the numbers the case's own generator would have drawn.
+            if value.device.type != "cpu":
+                raise WireError(f"only CPU torch.Generators can be sent (this one is on {value.device})")
+            return {"$g": self._tensor(value.get_state()), "seed": value.initial_seed()}
         if t is Handle:
             return {"$h": value.id, "type": value.type_name if self.handle_types else ""}
         if t is Opaque:
@@ -298,6 +304,16 @@ class _Decoder:
             return tuple(self.decode(x, depth + 1) for x in v["$t"])
         if "$d" in v and len(v) == 1 and type(v["$d"]) is dict:
             return {self.text(str(k)): self.decode(x, depth + 1) for k, x in v["$d"].items()}
+        if "$g" in v and type(v.get("seed")) is int:
+            state = self.decode(v["$g"], depth + 1)
+            if type(state) is not torch.Tensor or state.dtype is not torch.uint8 or state.dim() != 1:
+                raise WireError("a generator's state must be a 1-D uint8 tensor")
+            gen = torch.Generator()
+            try:
+                gen.set_state(state.clone())
+            except RuntimeError as e:
+                raise WireError(f"not a CPU generator's state: {e}") from None
+            return gen
         if "$o" in v and len(v) == 1 and type(v["$o"]) is str:
             return Opaque(self.text(v["$o"][:200]))
         if "$h" in v and type(v["$h"]) is int and type(v.get("type")) is str:

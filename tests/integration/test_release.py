@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import grader
 from grader.assignments import load_assignment
 from grader.cli import main
+from grader.kit import reference_lines, shipped_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBS = ROOT / "submissions" / "masked-attention"
@@ -48,7 +50,8 @@ def test_kit_contents(kit):
     assert _files(kit) == {
         "README.md", "attention.py", "attention.ipynb", "conftest.py",
         "assignments/masked-attention/spec.toml", "assignments/masked-attention/cases_public.py",
-        "assignments/masked-attention/_common.py"}
+        "assignments/masked-attention/_common.py", "assignments/masked-attention/expected.safetensors",
+        f"wheel/attention_grader-{grader.__version__}-py3-none-any.whl"}
     src = ROOT / "assignments" / "masked-attention"
     assert (kit / "attention.py").read_bytes() == (src / "starter" / "attention.py").read_bytes()
     assert (kit / "README.md").read_text("utf-8").startswith((src / "README.md").read_text("utf-8").rstrip())
@@ -64,8 +67,10 @@ def test_kit_contents(kit):
 
 def test_kit_readme_installs_pytest_and_gives_the_command_for_each_file(kit):
     readme = (kit / "README.md").read_text("utf-8")
-    install = next(line for line in readme.splitlines() if line.startswith("pip install"))
-    assert "attention-grader[kit]" in install and "pytest" in install
+    install = next(line for line in readme.splitlines() if "pip install" in line)
+    wheel = f"wheel/attention_grader-{grader.__version__}-py3-none-any.whl"
+    assert f'`pip install "./{wheel}[kit]"`' in install and "pytest" in install and "no solution" in install
+    assert (kit / wheel).is_file()
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["optional-dependencies"]["kit"]
     assert any(dep.startswith("pytest") for dep in extra)  # what [kit] installs
     assert "grader check attention.ipynb    # if you work in the notebook" in readme
@@ -82,11 +87,16 @@ def test_no_hidden_case_id_title_source_or_seed_in_the_kit(kit):
         i.id for c in hidden for i in c.instances()}
     sources = [(full.dir / "cases_hidden.py").read_text("utf-8")] + [
         inspect.getsource(fn) for c in hidden for fn in (c.setup, c.check_fn)]
-    for path in (p for p in kit.rglob("*") if p.is_file()):
-        text = path.read_text("utf-8")
+    reference_code = reference_lines("reference")
+    assert len(reference_code) > 100
+    texts = shipped_texts(kit)  # the wheel opened member by member
+    assert any(name.endswith("!grader/engine.py") for name, _ in texts)
+    for name, text in texts:
         for s in secrets:
-            assert not re.search(rf"(?<!\w){re.escape(s)}(?!\w)", text), f"{path.name} contains {s!r}"
-        assert not [src for src in sources if src in text], f"{path.name} holds hidden case source"
+            assert not re.search(rf"(?<!\w){re.escape(s)}(?!\w)", text), f"{name} contains {s!r}"
+        assert not [src for src in sources if src in text], f"{name} holds hidden case source"
+        assert not [line for line in reference_code if line in text], f"{name} holds the reference's code"
+        assert not name.startswith("wheel/") or "!reference/" not in name
     kit_a = load_assignment(kit / "assignments" / "masked-attention")
     assert [i.id for i in kit_a.instances()] == PUBLIC and kit_a.seed != full.seed
 

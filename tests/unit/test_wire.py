@@ -146,3 +146,20 @@ def test_deep_nesting_rejected():
     deep = json.dumps({"msg": {"v": json.loads("[" * 100 + "]" * 100)}, "tensors": []}).encode()
     with pytest.raises(WireError, match="nested too deeply"):
         decode_frame(deep, b"")
+
+
+def test_a_generator_travels_as_its_state_and_draws_the_same_numbers():
+    gen = torch.Generator().manual_seed(1234)
+    torch.rand(3, generator=gen)  # not at its initial state any more
+    (back,) = roundtrip({"args": [gen]})["args"]
+    assert type(back) is torch.Generator and back is not gen
+    assert torch.equal(torch.rand(5, generator=back), torch.rand(5, generator=gen))
+
+
+def test_a_forged_generator_state_is_a_wire_error():
+    gen = torch.Generator().manual_seed(1)
+    header_, payload = split(encode_frame({"args": [gen]}))
+    msg = json.loads(header_)
+    msg["msg"]["args"][0]["$g"] = {"$f": "nan"}  # a float where the state tensor was
+    with pytest.raises(WireError, match="a generator's state must be a 1-D uint8 tensor"):
+        decode_frame(json.dumps(msg).encode(), payload)

@@ -1,0 +1,197 @@
+"""Helpers for both case files (shipped in the kit: nothing secret here).
+
+Every expected value and every wrong answer the diagnosis recognises is computed in the setup,
+in float64, so a student kit carries them precomputed and needs no reference.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.cases import Setup, SetupContext, Verdict
+from grader.checks.compare import is_tensor, not_a_tensor
+from grader.checks.stats import check_frequencies, frequency_problems
+from grader.results import Evidence
+
+from . import solution  # the assignment's reference (in a kit: a stand-in; setups come stored)
+
+MESSAGES = {
+    "cross-entropy": "The loss is the mean over real tokens of −log_softmax(logits)[target].",
+    "loss-padding": "Your loss matches the mean over every position, padding included: count only real tokens "
+                    "(mask) in the sum and in the count.",
+    "loss-denominator": "Your loss matches the sum over real tokens divided by B·T: divide by the number of real "
+                        "tokens, mask.sum().",
+    "ignore-index": "Your loss matches ignoring target id 0 (ignore_index=0): the mask says which tokens are "
+                    "real, whatever their id.",
+    "log-softmax": "The loss is not finite for large logits: log(softmax(x)) underflows to log(0) = −∞; use "
+                   "torch.log_softmax (or F.cross_entropy).",
+    "loss-overflow": "The loss is not finite for float16 logits over many tokens: a float16 sum overflows past "
+                     "65504; compute in float32 (logits.float()).",
+    "output-dtype": "The loss is a float32 scalar, whatever the dtype of the logits.",
+    "greedy-at-zero": "At temperature 0, return logits.argmax(-1): dividing by 0 gives inf and NaN.",
+    "temperature": "Draws follow softmax(logits / temperature): divide the logits by the temperature.",
+    "softmax-axis": "The draws are uniform over the vocabulary: the softmax runs over the vocabulary (dim=-1), "
+                    "not over the batch.",
+    "generator": "Draw with the generator you are given (torch.multinomial(..., generator=generator)).",
+    "sample-shape": "sample_next returns one int64 token id per row: shape (B,).",
+}
+
+
+# --- the loss -------------------------------------------------------------------------------
+
+def loss_batch(ctx: SetupContext, B: int, T: int, V: int, lengths: list[int], *, side: str = "right",
+               scale: float = 1.0, dtype: torch.dtype = torch.float32, pad_targets: str = "in-range") -> Setup:
+    """Random logits, targets with some real ones equal to 0, a padding mask from ``lengths``; the
+    reference loss and the loss each classic mistake gives, in float64."""
+    logits = ctx.randn(B, T, V, scale=scale).to(dtype)
+    targets = torch.randint(1, V, (B, T), generator=ctx.gen)
+    pos = torch.arange(T)
+    n = torch.tensor(lengths)[:, None]
+    mask = pos < n if side == "right" else pos >= T - n  # (B, T), True = real
+    targets = torch.where(mask & (pos % 3 == 0), 0, targets)  # real tokens whose id is 0: ignore_index=0 drops them
+    if pad_targets == "out-of-range":
+        targets = torch.where(mask, targets, torch.where(pos % 2 == 0, -100, V + 7))
+    expected = solution.oracle_loss(logits, targets, mask)
+    count = int(mask.sum())
+    mutants = solution.loss_mistakes(logits, targets, mask) if count else {}
+    return Setup(inputs=dict(logits=logits, targets=targets, mask=mask), expected=expected,
+                 extra=dict(mutants=mutants))
+
+
+def check_loss(actual: object, s: Setup, *, concept: str, nan_concept: str | None = None,
+               what: str = "masked_cross_entropy(logits, targets, mask)") -> Verdict:
+    """A 0-dim float32 tensor, finite, within tolerance of the reference; else the mistake it matches."""
+    if not is_tensor(actual):
+        return not_a_tensor(actual, what)
+    assert isinstance(actual, torch.Tensor)
+    ev = Evidence(expected_shape=[], actual_shape=list(actual.shape), expected_dtype="torch.float32",
+                  actual_dtype=str(actual.dtype))
+    if actual.device.type == "meta" or actual.dim() != 0 or not actual.dtype.is_floating_point:
+        return Verdict.fail("output-dtype", f"{what} should be a 0-dim float tensor (a scalar), got shape "
+                            f"{tuple(actual.shape)} and {actual.dtype}.", ev)
+    value = float(actual.detach().to("cpu", torch.float64))
+    want = s.expected
+    if not torch.isfinite(torch.tensor(value)):
+        c = nan_concept or concept
+        return Verdict.fail(c, f"{what} is {value}. " + MESSAGES[c], ev)
+    if actual.dtype != torch.float32:
+        return Verdict.fail("output-dtype", f"{what} is {actual.dtype}, expected torch.float32.", ev)
+    tol = 1e-4 + 1e-3 * abs(want)
+    facts = Evidence(expected_value=want, actual_value=value, max_abs_error=abs(value - want), allowed_error=tol,
+                     expected_shape=[], actual_shape=[])
+    if abs(value - want) <= tol:
+        return Verdict.ok()
+    for mistake, m in s.extra["mutants"].items():
+        if abs(value - m) <= tol and abs(m - want) > 3 * tol:  # unambiguously that mistake
+            return Verdict.fail(mistake, MESSAGES[mistake], facts)
+    if s.inputs["logits"].dtype in (torch.float16, torch.bfloat16):  # close, but not float32 close
+        return Verdict.fail("loss-overflow", f"{what} is {value:.6g}, expected {want:.6g}: half precision loses "
+                            "too much. " + MESSAGES["loss-overflow"], facts)
+    return Verdict.fail(concept, MESSAGES[concept], facts)
+
+
+def gradient_setup(ctx: SetupContext) -> Setup:
+    s = loss_batch(ctx, 2, 5, 6, [5, 2])
+    logits = s.inputs["logits"].double().requires_grad_(True)
+    solution.masked_cross_entropy(logits, s.inputs["targets"], s.inputs["mask"]).backward()
+    s.extra["grad"] = logits.grad.detach()
+    return s
+
+
+def check_gradient(student, s: Setup) -> Verdict:
+    i = s.inputs
+    what = "the gradient of masked_cross_entropy with respect to logits"
+    _, (grad,) = student.vjp("masked_cross_entropy", (i["logits"], i["targets"], i["mask"]), wrt=[0],
+                             cotangent=torch.tensor(1.0))
+    if not is_tensor(grad) or tuple(grad.shape) != tuple(i["logits"].shape):
+        return Verdict.fail("loss-padding", f"{what} is missing or has the wrong shape.")
+    g = grad.detach().to("cpu", torch.float64)
+    leak = g[~i["mask"]].abs().max().item() if (~i["mask"]).any() else 0.0
+    zero_ids = i["mask"] & (i["targets"] == 0)
+    if leak > 1e-7 and zero_ids.any() and g[zero_ids].abs().max().item() < 1e-9:
+        return Verdict.fail("ignore-index", "Padding positions get gradient and real tokens with id 0 get none: "
+                            + MESSAGES["ignore-index"], Evidence(notes=[f"{what}: nonzero at padding"]))
+    if leak > 1e-7:
+        return Verdict.fail("loss-padding", f"Padding positions get gradient (up to {leak:.3g}): "
+                            + MESSAGES["loss-padding"], Evidence(notes=[f"{what}: nonzero at padding"]))
+    err = (g - s.extra["grad"]).abs().max().item()
+    if err > 1e-5:
+        return Verdict.fail("loss-denominator", f"{what} differs from the reference by up to {err:.3g}: "
+                            + MESSAGES["loss-denominator"], Evidence(max_abs_error=err, allowed_error=1e-5))
+    return Verdict.ok()
+
+
+# --- sampling -------------------------------------------------------------------------------
+
+def sampling_setup(ctx: SetupContext, N: int, V: int, temperature: float, seed: int) -> Setup:
+    """N identical rows of random logits: one call gives N draws of the same distribution."""
+    row = ctx.randn(V, scale=1.5)
+    probs = solution.sampling_probs(row, temperature)
+    return Setup(inputs=dict(logits=row.expand(N, V).clone(), temperature=temperature, seed=seed),
+                 expected=probs,
+                 extra=dict(mutants={"temperature": torch.softmax(row.double() * temperature, -1),
+                                     "softmax-axis": torch.full((V,), 1.0 / V, dtype=torch.float64)}))
+
+
+def draws_of(student, s: Setup, seed: int) -> object:
+    i = s.inputs
+    return student.sample_next(i["logits"], i["temperature"], generator=torch.Generator().manual_seed(seed))
+
+
+def shape_problem(draws: object, n: int) -> Verdict | None:
+    if not is_tensor(draws):
+        return not_a_tensor(draws, "sample_next(...)")
+    assert isinstance(draws, torch.Tensor)
+    if tuple(draws.shape) != (n,) or draws.dtype != torch.int64:
+        return Verdict.fail("sample-shape", f"sample_next(...) returned shape {tuple(draws.shape)} and "
+                            f"{draws.dtype}, expected ({n},) torch.int64. " + MESSAGES["sample-shape"],
+                            Evidence(expected_shape=[n], actual_shape=list(draws.shape),
+                                     expected_dtype="torch.int64", actual_dtype=str(draws.dtype)))
+    return None
+
+
+def check_sampling(student, s: Setup, *, concept: str = "temperature") -> Verdict:
+    draws = draws_of(student, s, s.inputs["seed"])
+    bad = shape_problem(draws, s.inputs["logits"].shape[0])
+    if bad:
+        return bad
+    verdict = check_frequencies(draws, s.expected, what="sample_next(...)", concept=concept,
+                                message=MESSAGES[concept])
+    if verdict.passed:
+        return verdict
+    for mistake, dist in s.extra["mutants"].items():
+        if not frequency_problems(draws, dist):
+            return Verdict.fail(mistake, MESSAGES[mistake], verdict.evidence)
+    return verdict
+
+
+def check_generator(student, s: Setup) -> Verdict:
+    n = s.inputs["logits"].shape[0]
+    a1, a2, b = (draws_of(student, s, seed) for seed in (s.inputs["seed"], s.inputs["seed"], s.inputs["seed"] + 1))
+    for d in (a1, a2, b):
+        bad = shape_problem(d, n)
+        if bad:
+            return bad
+    if not torch.equal(a1, a2):
+        return Verdict.fail("generator", "Two generators seeded alike gave different draws: "
+                            + MESSAGES["generator"])
+    if torch.equal(a1, b):
+        return Verdict.fail("generator", "Generators seeded differently gave the same draws, so the generator "
+                            "is not used. " + MESSAGES["generator"])
+    return Verdict.ok()
+
+
+def greedy_setup(ctx: SetupContext, B: int, V: int) -> Setup:
+    logits = ctx.randn(B, V, scale=2.0)
+    return Setup(inputs=dict(logits=logits), expected=solution.sample_next(logits, 0.0))
+
+
+def check_greedy(student, s: Setup) -> Verdict:
+    got = student.sample_next(s.inputs["logits"], 0.0)
+    bad = shape_problem(got, s.inputs["logits"].shape[0])
+    if bad:
+        return bad
+    if torch.equal(got.cpu(), s.expected):
+        return Verdict.ok()
+    return Verdict.fail("greedy-at-zero", MESSAGES["greedy-at-zero"],
+                        Evidence(notes=[f"expected {s.expected.tolist()}, got {got.tolist()}"]))

@@ -1,0 +1,124 @@
+"""The student install has no solution in it, and checks exactly as before.
+
+A kit's public setups come from ``expected.safetensors`` (computed by the reference at release);
+before, ``grader check`` ran the reference in the student's process. On every sample, both give
+the same verdicts, concepts, messages and evidence. And the grader the kit carries (its wheel)
+runs ``grader check`` where ``import reference`` fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import grader
+from grader.assignments import load_assignment
+from grader.cli import main
+from grader.engine import Engine, limits_for
+from grader.results import to_dict
+from grader.sandbox import Sandbox
+from grader.validate import read_expectations
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = read_expectations(ROOT / "submissions")
+WHEEL = f"wheel/attention_grader-{grader.__version__}-py3-none-any.whl"
+
+
+@pytest.fixture(scope="module")
+def kits(tmp_path_factory) -> dict[str, Path]:
+    out = {}
+    for slug in sorted({s.assignment for s in SAMPLES}):
+        folder = tmp_path_factory.mktemp("kits") / slug
+        r = CliRunner().invoke(main, ["release", slug, "-o", str(folder)], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        out[slug] = folder
+    return out
+
+
+@pytest.fixture(scope="module")
+def engines(kits, tmp_path_factory):
+    """Per assignment: (the kit as shipped, the same kit computing its setups with the reference)."""
+    opened, sandboxes = {}, []
+    for slug, kit in kits.items():
+        shipped = load_assignment(kit / "assignments" / slug)
+        assert shipped.stored is not None
+        live_dir = tmp_path_factory.mktemp("live") / slug
+        shutil.copytree(kit / "assignments" / slug, live_dir, ignore=shutil.ignore_patterns("expected.safetensors"))
+        own = load_assignment(slug).reference_file  # an assignment's own reference: the live side has it
+        if own is not None:
+            shutil.copy(own, live_dir / own.name)
+        live = load_assignment(live_dir)
+        assert live.stored is None and live.seed == shipped.seed
+        sb = Sandbox(limits_for(shipped)).__enter__()
+        sandboxes.append(sb)
+        opened[slug] = (Engine(shipped, sb, public_only=True), Engine(live, sb, public_only=True))
+    yield opened
+    for sb in sandboxes:
+        sb.__exit__(None, None, None)
+
+
+def _seen(report) -> list[dict]:
+    return [{k: v for k, v in to_dict(c).items() if k != "duration_s"} for c in report.cases]
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[str(s.path.relative_to(ROOT / "submissions")) for s in SAMPLES])
+def test_the_kit_gives_the_same_public_verdicts_and_diagnoses_as_the_live_reference(engines, sample):
+    shipped, live = engines[sample.assignment]
+    got, before = shipped.grade_path(sample.path), live.grade_path(sample.path)
+    assert _seen(got) == _seen(before)
+    assert got.score == before.score
+
+
+def test_stored_setups_differ_from_live_ones_is_caught(engines, tmp_path):
+    """The comparison above can fail: a kit whose stored expectations are wrong changes verdicts."""
+    shipped, _ = engines["masked-attention"]
+    inst = next(i for i in shipped.instances if i.id == "attention_basic")
+    s = shipped.setup(inst)
+    a = s.expected
+    wrong = replace(s, expected=replace(a, out=replace(a.out, oracle=a.out.oracle + 1.0)))
+    tampered = Engine(shipped.assignment, shipped.sandbox, public_only=True)
+    tampered._setups = {**tampered._setups, inst.id: wrong}
+    report = tampered.grade_path(ROOT / "submissions/masked-attention/correct/tutorial_001_fixed.py")
+    assert [c.id for c in report.cases if c.outcome.value != "passed"] == ["attention_basic"]
+
+
+def test_grader_check_from_the_kits_wheel_runs_without_the_reference(kits, tmp_path):
+    kit = kits["masked-attention"]
+    site = tmp_path / "site"
+    with zipfile.ZipFile(kit / WHEEL) as z:
+        z.extractall(site)
+    assert not (site / "reference").exists()
+    shutil.copy(ROOT / "submissions/masked-attention/buggy/mask_after_softmax.py", kit / "mine.py")
+    driver = tmp_path / "driver.py"
+    driver.write_text(f'''
+import importlib.abc, sys
+class NoReference(importlib.abc.MetaPathFinder):  # the checkout's editable install would find it
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "reference":
+            raise ModuleNotFoundError(f"No module named {{name!r}}")
+sys.meta_path.insert(0, NoReference())
+try:
+    import reference
+except ModuleNotFoundError as e:
+    print("import reference:", e)
+import grader
+assert grader.__file__.startswith({str(site)!r}), grader.__file__
+from grader.cli import main
+main(["check", "mine.py", "--no-report"] if "--no-report" in sys.argv else ["check", "mine.py"])
+''')
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    proc = subprocess.run([sys.executable, str(driver)], cwd=kit, capture_output=True, text=True, env=env,
+                          timeout=180)
+    assert "import reference: No module named 'reference'" in proc.stdout, proc.stdout + proc.stderr
+    assert ("✗ masked_attention with a causal mask [attention_causal_small] — mask-after-softmax" in proc.stdout
+            or "x masked_attention with a causal mask [attention_causal_small] - mask-after-softmax" in proc.stdout), \
+        proc.stdout + proc.stderr
+    assert "Passed 9 of 15 public cases" in proc.stdout
