@@ -28,6 +28,7 @@ _INLINE_CSS = """
 .grader-check .score.selfcheck .pts { display: block; }
 .grader-check .banner.stale { background: var(--warn-bg); border: 2px solid #f59e0b; color: var(--warn); }
 .grader-check ul.passed-list { list-style: none; padding: 0; margin: 4px 0; display: flex; flex-wrap: wrap; gap: 2px 16px; }
+.grader-check details.more-cases > summary { cursor: pointer; color: var(--accent); margin: 4px 0 8px; }
 .grader-check .hidden-count { color: var(--muted); margin: 10px 0 0; }
 """
 
