@@ -52,6 +52,10 @@ def _kit_notebook(tmp: Path, sample: Path) -> Path:
         if m and m.group(1) in ENTRY_POINTS:
             cell.source = funcs[m.group(1)]
     nb.cells.append(nbformat.v4.new_code_cell("import json\n" + TIMING_CELL))
+    # A cell run but never saved (as if edited after the last save), then a check.
+    nb.cells.append(nbformat.v4.new_code_cell(
+        'try:\n    get_ipython().run_cell("unsaved_edit = 1")\nexcept NameError:  # graded: no IPython\n    pass'))
+    nb.cells.append(nbformat.v4.new_code_cell('stale = notebook.check("combine_masks")\nstale'))
     nbformat.write(nb, path)
     return path
 
@@ -68,6 +72,8 @@ def _execute(path: Path) -> dict[str, dict]:
         if cell.cell_type == "code" and m:
             (out,) = [o for o in cell.outputs if o.output_type == "execute_result"]
             checks[m.group(1) or ""] = out.data
+        if cell.cell_type == "code" and cell.source.startswith("stale = "):
+            checks["stale"] = [o for o in cell.outputs if o.output_type == "execute_result"][0].data
         if cell.cell_type == "code" and "warm_masked_attention_s" in cell.source:
             checks["timing"] = json.loads(cell.outputs[0].text)
     assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
@@ -85,7 +91,7 @@ def zero_fill(tmp_path_factory) -> dict[str, dict]:
 
 
 def test_correct_solution_passes_every_check_cell(correct):
-    html = {name: out["text/html"] for name, out in correct.items() if name != "timing"}
+    html = {name: out["text/html"] for name, out in correct.items() if name not in ("timing", "stale")}
     assert set(html) == set(ENTRY_POINTS) | {""}
     assert "Passed 15 of 15 public cases (13 / 13 points)" in html[""]
     assert "Public cases: 13 of 53 points checked, 35 hidden cases at grading time" in html[""]
@@ -116,6 +122,14 @@ def test_zero_fill_check_cell_shows_the_failing_case_its_concept_and_the_heatmap
     assert "causal_mask_square" not in h
     assert "Passed 4 of 4 public cases" in zero_fill["causal_mask"]["text/html"]
     assert "Passed 9 of 15 public cases (8 / 13 points)" in zero_fill[""]["text/html"]
+
+
+def test_code_run_but_not_saved_is_named_and_the_student_told_to_save(zero_fill):
+    h, text = zero_fill["stale"]["text/html"], zero_fill["stale"]["text/plain"]
+    assert '<div class="banner stale" role="alert"><strong>Save the notebook.</strong> You ran code at ' in h
+    assert "that is not in the saved file (unsaved_edit = 1); attention.ipynb was saved at " in h
+    assert "Save the notebook. You ran code at " in text and "save (Ctrl+S) and check again." in text
+    assert "Passed 1 of 1 public case (1 / 1 points)" in h  # still graded: the saved file
 
 
 def test_warm_check_is_fast(zero_fill, capsys):
