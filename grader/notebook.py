@@ -81,6 +81,7 @@ def close() -> None:
 
 
 atexit.register(close)
+install_hook()  # on import (the starter's second cell): every later cell's start time is seen
 
 
 def _kept(folder: Path, device: str) -> _Kept:

@@ -22,6 +22,7 @@ import glob
 import json
 import os
 import re
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -44,11 +45,9 @@ class Located:
 
 
 def _shell() -> Any:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    return get_ipython()
+    """The running IPython shell, or None (IPython not imported: no kernel, so not imported here)."""
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
 
 
 def _jupyter_servers() -> list[dict]:
