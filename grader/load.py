@@ -35,7 +35,8 @@ class CodeUnit:
     """Notebook code cell number, 1-based, counting code cells only (Jupyter numbers no cell, and a
     markdown cell is nothing to look for among code); None for .py."""
     source: str
-    """The code, with IPython magics and !shell lines neutralised (same line numbers)."""
+    """The code, with IPython magics, !shell lines and (in notebooks) the grader's self-check calls
+    neutralised (same line numbers; see grader.selfcheck_cells)."""
 
 
 def unit_title(unit: CodeUnit, width: int = 60) -> str:
@@ -177,6 +178,11 @@ def _notebook_units(raw: bytes, name: str, cell_tag: str | None) -> list[CodeUni
         if isinstance(source, list):
             source = "".join(source)
         units.append(CodeUnit(label=f"code cell {number}", cell=number, source=neutralise_magics(source)))
+    if units:
+        from grader.selfcheck_cells import neutralise_self_checks
+
+        sources = neutralise_self_checks([u.source for u in units])
+        units = [CodeUnit(label=u.label, cell=u.cell, source=src) for u, src in zip(units, sources)]
     if not units:
         if cell_tag is not None:
             raise _Refused(f"{name} has no code cell tagged {cell_tag!r}; add the tag to the cells "

@@ -150,7 +150,9 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
     """Grade one submission against the assignment in ``folder``, the sandbox started first.
 
     ``only``: run just these case instance ids (the pytest plugin's selection).
-    ``early``: a sandbox already starting (``EarlySandbox.start``); grade_one closes it.
+    ``early``: a sandbox already starting (``EarlySandbox.start``); grade_one closes it. Anything
+    with ``get()`` and ``close()`` will do: ``grader.notebook`` passes one whose close() keeps its
+    sandbox warm for the kernel's next check.
     ``close_in_background``: shut the sandbox down on a thread (the zygote takes a while to exit)
     while the caller prints and writes reports; call ``Graded.finish()`` before exiting.
     """

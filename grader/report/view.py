@@ -151,14 +151,15 @@ def evidence_facts(ev: Evidence) -> list[Fact]:
     return facts
 
 
-def _case_view(i: int, case: CaseResult, release_hidden: bool, vocab: dict[str, Concept]) -> CaseView:
+def _case_view(i: int, case: CaseResult, release_hidden: bool, vocab: dict[str, Concept],
+               uid_prefix: str = "") -> CaseView:
     icon, label = OUTCOME_LABELS[case.outcome]
     if case.concept == "load-error" and case.outcome is not Outcome.PASSED:
         icon, label = "–", "not run"
     shown = release_hidden or not case.hidden
     concept = case.concept if case.outcome is not Outcome.PASSED else None
     common = dict(
-        anchor=f"case-{i}", id=one_line(case.id, 120), title=one_line(case.title, 200),
+        anchor=f"{uid_prefix}case-{i}", id=one_line(case.id, 120), title=one_line(case.title, 200),
         outcome=case.outcome.value, icon=icon, outcome_label=label,
         points=f"{fmt_points(case.points.earned)} / {fmt_points(case.points.possible)}",
         hidden=case.hidden, concept=concept,
@@ -169,7 +170,7 @@ def _case_view(i: int, case: CaseResult, release_hidden: bool, vocab: dict[str, 
         return CaseView(**common)
     ev = case.evidence
     maps = [m for j, h in enumerate(ev.heatmaps)
-            if (m := build_heatmap(h, f"c{i}h{j}", ev.leaking_cells)) is not None]
+            if (m := build_heatmap(h, f"{uid_prefix}c{i}h{j}", ev.leaking_cells)) is not None]
     return CaseView(
         **common, message=clean_block(case.message, 2000), facts=evidence_facts(ev),
         notes=[clean_block(n, 1000) for n in ev.notes], traceback=clean_block(ev.traceback, TRACEBACK_LIMIT),
@@ -206,10 +207,13 @@ def self_check_lead(report: GradeReport) -> str:
     return f"Public cases: {fmt_points(report.score.possible)} of {fmt_points(total)} points checked, {hidden}"
 
 
-def build_view(report: GradeReport, *, release_hidden: bool = False) -> ReportView:
-    """The one place where a GradeReport becomes what the student page may show."""
+def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix: str = "") -> ReportView:
+    """The one place where a GradeReport becomes what the student page may show.
+
+    ``uid_prefix`` keeps element ids (anchors, SVG patterns) unique where several views share one
+    page: the self-check outputs of a notebook."""
     vocab = report.vocabulary()
-    cases = [_case_view(i, c, release_hidden, vocab) for i, c in enumerate(report.cases)]
+    cases = [_case_view(i, c, release_hidden, vocab, uid_prefix) for i, c in enumerate(report.cases)]
     env = report.environment
     load = report.load
     groups = _groups(cases, load.ok, vocab)

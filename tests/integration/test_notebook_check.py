@@ -1,0 +1,189 @@
+"""grader.notebook in a real Jupyter kernel (nbclient): the kit's starter notebook with its check
+cells, filled in once with a correct solution and once with the zero-fill sample's functions.
+
+One kernel per notebook, executed once per module; the tests read the cells' outputs. The
+rendered output of the zero-fill notebook's masked_attention check is screenshot in headless
+Chromium (kept under the test's tmp_path, like tests/integration/test_browser_report.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "submissions" / "masked-attention"
+ENTRY_POINTS = ("causal_mask", "padding_mask", "combine_masks", "masked_attention")
+TIMING_CELL = """\
+import statistics, time
+_times = []
+for _ in range(5):
+    _t = time.perf_counter(); notebook.check("masked_attention"); _times.append(time.perf_counter() - _t)
+print(json.dumps({"warm_masked_attention_s": _times}))"""
+
+
+def _functions(sample: Path) -> dict[str, str]:
+    src = sample.read_text(encoding="utf-8")
+    return {n.name: ast.get_source_segment(src, n) for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)}
+
+
+def _kit_notebook(tmp: Path, sample: Path) -> Path:
+    """A fresh kit whose starter notebook has the sample's functions in place of the stubs."""
+    from grader.assignments import load_assignment
+    from grader.kit import release
+
+    kit = release(load_assignment("masked-attention"), tmp).dir
+    path = kit / "attention.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    funcs = _functions(sample)
+    for cell in nb.cells:
+        m = re.match(r"def (\w+)", cell.source) if cell.cell_type == "code" else None
+        if m and m.group(1) in ENTRY_POINTS:
+            cell.source = funcs[m.group(1)]
+    nb.cells.append(nbformat.v4.new_code_cell("import json\n" + TIMING_CELL))
+    # A cell run but never saved (as if edited after the last save), then a check.
+    nb.cells.append(nbformat.v4.new_code_cell(
+        'try:\n    get_ipython().run_cell("unsaved_edit = 1")\nexcept NameError:  # graded: no IPython\n    pass'))
+    nb.cells.append(nbformat.v4.new_code_cell('stale = notebook.check("combine_masks")\nstale'))
+    nbformat.write(nb, path)
+    return path
+
+
+def _execute(path: Path) -> dict[str, dict]:
+    """Run every cell in a new kernel started in the kit folder; outputs of each check cell by its
+    argument ("" for notebook.check())."""
+    nb = nbformat.read(path, as_version=4)
+    nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}}).execute()
+    checks: dict[str, dict] = {}
+    for cell in nb.cells:
+        m = re.fullmatch(r'notebook\.check\((?:"(\w+)")?\)', cell.source.strip())
+        if cell.cell_type == "code" and m:
+            (out,) = [o for o in cell.outputs if o.output_type == "execute_result"]
+            checks[m.group(1) or ""] = out.data
+        if cell.cell_type == "code" and cell.source.startswith("stale = "):
+            checks["stale"] = [o for o in cell.outputs if o.output_type == "execute_result"][0].data
+        if cell.cell_type == "code" and "warm_masked_attention_s" in cell.source:
+            checks["timing"] = json.loads(cell.outputs[0].text)
+    assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    return checks
+
+
+@pytest.fixture(scope="module")
+def correct(tmp_path_factory) -> dict[str, dict]:
+    return _execute(_kit_notebook(tmp_path_factory.mktemp("kit-correct"), SAMPLES / "correct" / "einsum.py"))
+
+
+@pytest.fixture(scope="module")
+def zero_fill(tmp_path_factory) -> dict[str, dict]:
+    return _execute(_kit_notebook(tmp_path_factory.mktemp("kit-zero-fill"), SAMPLES / "buggy" / "zero_fill.py"))
+
+
+def test_correct_solution_passes_every_check_cell(correct):
+    html = {name: out["text/html"] for name, out in correct.items() if name not in ("timing", "stale")}
+    assert set(html) == set(ENTRY_POINTS) | {""}
+    assert "Passed 15 of 15 public cases (13 / 13 points)" in html[""]
+    assert "Public cases: 13 of 53 points checked, 35 hidden cases at grading time" in html[""]
+    assert "Passed 4 of 4 public cases" in html["causal_mask"]
+    assert "Public cases for causal_mask: 3 of 53 points checked" in html["causal_mask"]
+    for name, h in html.items():
+        assert 'class="case' not in h and "banner stale" not in h and "Code that raised" not in h, name
+        assert "35 hidden cases will run at grading time (worth 40 more points)" in h
+        assert "found: the only notebook in this folder" in h
+    assert "Passed 4 of 4 public cases" in correct["causal_mask"]["text/plain"]
+
+
+def test_zero_fill_check_cell_shows_the_failing_case_its_concept_and_the_heatmap(zero_fill):
+    out = zero_fill["masked_attention"]
+    h = out["text/html"]
+    assert 'data-grader-check="masked_attention"' in h
+    assert "Public cases for masked_attention: 7 of 53 points checked, 35 hidden cases at grading time" in h
+    assert "Passed 2 of 8 public cases (2 / 7 points)" in h
+    assert 'data-concept="mask-fill-value"' in h
+    assert 'data-case-id="attention_causal_small"' in h
+    assert "Masked positions received attention weight" in h
+    assert "Weight on cells it may not see" in h  # the evidence
+    assert h.count('<svg class="heatmap"') >= 2 and 'class="leak"' in h
+    assert "5 more cases with this problem</summary>" in h  # folded: a cell output stays short
+    assert "Code that raised" not in h  # the check cells themselves were skipped when graded
+    assert "mask-fill-value" in out["text/plain"] and "attention_causal_small" in out["text/plain"]
+    # Only masked_attention's cases: the masks were right.
+    assert "causal_mask_square" not in h
+    assert "Passed 4 of 4 public cases" in zero_fill["causal_mask"]["text/html"]
+    assert "Passed 9 of 15 public cases (8 / 13 points)" in zero_fill[""]["text/html"]
+
+
+def test_code_run_but_not_saved_is_named_and_the_student_told_to_save(zero_fill):
+    h, text = zero_fill["stale"]["text/html"], zero_fill["stale"]["text/plain"]
+    assert '<div class="banner stale" role="alert"><strong>Save the notebook.</strong> You ran code at ' in h
+    assert "that is not in the saved file (unsaved_edit = 1); attention.ipynb was saved at " in h
+    assert "Save the notebook. You ran code at " in text and "save (Ctrl+S) and check again." in text
+    assert "Passed 1 of 1 public case (1 / 1 points)" in h  # still graded: the saved file
+
+
+def test_warm_check_is_fast(zero_fill, capsys):
+    times = sorted(zero_fill["timing"]["warm_masked_attention_s"])
+    with capsys.disabled():
+        print(f"\nwarm notebook.check('masked_attention'): median {times[2]:.3f} s of {[round(t, 3) for t in times]}")
+    assert times[2] < 3.0
+
+
+def _chromium() -> str | None:
+    for candidate in (os.environ.get("GRADER_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium"):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@pytest.mark.browser
+def test_zero_fill_check_output_in_chromium(zero_fill, tmp_path):
+    """The cell's HTML as a notebook shows it: heatmaps drawn, styles scoped, nothing fetched."""
+    chromium = _chromium()
+    why = ("Chromium is not installed" if chromium is None else
+           "the playwright package is not installed" if importlib.util.find_spec("playwright") is None else "")
+    if why:
+        if os.environ.get("GRADER_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"browser tests are required (GRADER_REQUIRE_BROWSER=1) but {why}")
+        pytest.skip(why)
+    from playwright.sync_api import sync_playwright
+
+    page_html = ("<!doctype html><html><head><meta charset=utf-8><title>cell output</title></head>"
+                 "<body style=\"margin:16px; font: 14px sans-serif\"><h1 id=outside>A notebook heading</h1>"
+                 f"{zero_fill['masked_attention']['text/html']}</body></html>")
+    (tmp_path / "cell.html").write_text(page_html, encoding="utf-8")
+    shot = Path(os.environ.get("GRADER_SCREENSHOT_DIR") or tmp_path) / "notebook_check_zero_fill.png"
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=chromium, headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
+            viewport={"width": 1100, "height": 900})
+        try:
+            page = context.new_page()
+            requests: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto((tmp_path / "cell.html").as_uri())
+            case = page.locator('article[data-case-id="attention_causal_small"]')
+            assert case.is_visible()
+            box = case.locator("svg.heatmap").first.bounding_box()
+            assert box is not None and box["width"] > 100 and box["height"] > 100
+            assert page.locator("rect.leak").count() > 0
+            # Scoped styles: the page's own heading keeps the browser's default size.
+            assert page.eval_on_selector("#outside", "e => getComputedStyle(e).fontSize") == "28px"
+            assert page.eval_on_selector(".grader-check h2", "e => getComputedStyle(e).fontSize") != "28px"
+            assert not page.locator('article[data-case-id="attention_twice"]').is_visible()  # folded
+            page.locator(".grader-check").screenshot(path=str(shot))
+            assert requests == [(tmp_path / "cell.html").as_uri()]
+        finally:
+            context.close()
+    assert shot.stat().st_size > 10_000

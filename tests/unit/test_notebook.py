@@ -1,0 +1,34 @@
+"""grader.notebook: operator problems are one line, never a traceback (the grading itself is
+covered with a real kernel in tests/integration/test_notebook_check.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from grader import notebook
+
+SAMPLE = Path(__file__).resolve().parents[2] / "submissions" / "masked-attention" / "correct" / "correct_notebook.ipynb"
+
+
+def test_unknown_function_names_the_ones_with_public_cases(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    nb = Path(shutil.copy(SAMPLE, tmp_path / "attention.ipynb"))
+    with pytest.raises(notebook.CheckError) as e:
+        notebook.check("causl_mask", path=nb)
+    assert str(e.value) == ("no public case checks 'causl_mask'; functions with public cases: causal_mask, "
+                            "combine_masks, masked_attention, padding_mask. Or check the whole notebook: "
+                            "notebook.check()")
+    assert e.value._render_traceback_() == [f"\x1b[31mError:\x1b[0m {e.value}"]  # what IPython shows
+    assert notebook._WARM == {}  # nothing started for a typo
+
+
+def test_missing_notebook_is_a_check_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRADER_NOTEBOOK", raising=False)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    monkeypatch.setattr("grader.notebook_locate._from_server_sessions", lambda: None)
+    with pytest.raises(notebook.CheckError, match=r"^could not tell which notebook this is .*none\); pass it"):
+        notebook.check()
