@@ -412,6 +412,13 @@ def _our_percent(out_dir: Path, filename: str) -> float | None:
     return 100.0 * s["earned"] / s["possible"] if s.get("possible") else None
 
 
+def _case_count() -> int:
+    """Case instances of the benchmarked assignment (public and hidden), as graded now."""
+    from grader.assignments import load_assignment
+
+    return len(load_assignment("masked-attention").instances())
+
+
 def render(rep: dict) -> str:
     h, t, fl, pr = rep["hardware"], rep["table"], rep["floor"], rep["profile"]
     ours = t["ours"]
@@ -421,7 +428,8 @@ def render(rep: dict) -> str:
              "| grader | submissions | batch wall s | per submission s (median / p95) | throughput /s "
              "| ours is × faster | peak RSS of tree MB (sum RSS / PSS) | scores right |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    names = {"ours": f"**ours** `grader grade -j {rep['args']['jobs']}` (32 cases, sandboxed)",
+    n_cases = _case_count()
+    names = {"ours": f"**ours** `grader grade -j {rep['args']['jobs']}` ({n_cases} cases, sandboxed)",
              "cold": "fresh `python` per `.py` (8 checks)",
              "nbgrader": "nbgrader 0.9.6 `autograde` (8 checks)",
              "otter": "otter-grader 7.0.0 `otter run` (8 checks)"}
@@ -450,7 +458,7 @@ def render(rep: dict) -> str:
                   + ", ".join(f"{st / t[k]['throughput']:.0f}× {k}" for k in ("cold", "nbgrader", "otter") if t.get(k))
                   + " (whole-batch throughput above includes start-up, so it depends on batch size)."]
     ws = rep["worker_start_stop_ms"] / 1000
-    lines += ["", f"Floor (same 32 cases + diagnosis, one warm process, no isolation): "
+    lines += ["", f"Floor (same {n_cases} cases + diagnosis, one warm process, no isolation): "
               f"{fl['median_s'] * 1000:.0f} ms median per submission (p95 {fl['p95_s'] * 1000:.0f} ms); "
               f"the 8 peer checks alone: {fl['peer_checks_median_s'] * 1000:.1f} ms.",
               f"Worker start + stop (fork from the zygote, jail, kill, reap): {ws * 1000:.0f} ms per submission.",
