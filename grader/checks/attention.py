@@ -95,7 +95,16 @@ def _softmax64(scores: torch.Tensor, keep: torch.Tensor | None, dim: int = -1) -
 
 
 def _mutants(a: AttentionCase) -> dict[str, torch.Tensor]:
-    """What each classic mistake would produce as weights, in float64."""
+    """What each classic mistake would produce as weights, in float64: a function of the case's
+    inputs alone, so computed once per case (kept on the case, which lives for the batch) instead
+    of once per failing submission (read-only for callers)."""
+    cached = a.__dict__.get("_mutants")
+    if cached is None:
+        cached = a.__dict__["_mutants"] = _compute_mutants(a)
+    return cached
+
+
+def _compute_mutants(a: AttentionCase) -> dict[str, torch.Tensor]:
     q, k = a.q.double().cpu(), a.k.double().cpu()
     d = q.shape[-1]
     raw = q @ k.transpose(-2, -1)
