@@ -198,7 +198,7 @@ class Sandbox:
     # -- level --
     def _choose(self, isolation: str, probe_proc: subprocess.Popen | None) -> dict:
         feats = {"rlimits"}
-        plan: dict[str, Any] = {"features": feats, "cgroup_bases": None, "hide": [], "expose": [],
+        plan: dict[str, Any] = {"features": feats, "cgroup_bases": None, "hide": [],
                                 "read_paths": [], "cover": [], "landlock_abi": 0, "userns": False}
         if isolation == "process" or not LINUX:
             # No namespaces, uid, Landlock or cgroups; the system-call filter still, where Linux has it.
@@ -219,9 +219,7 @@ class Sandbox:
             hide = jail.hidden_ancestors(plan["read_paths"])
             if not hide or "namespaces" in feats:
                 feats.add("uid")
-                plan["hide"] = hide
-                plan["expose"] = [p for p in plan["read_paths"]
-                                  if any(p.startswith(h + "/") for h in hide)]
+                plan["hide"] = hide  # masked in the worker; the read paths below them are bound back
         if probe.get("landlock", 0) >= 1:
             feats.add("landlock")
             plan["landlock_abi"] = probe["landlock"]
@@ -311,8 +309,7 @@ class Sandbox:
         plan, lim = self._plan, self.limits
         cfg = {
             "features": sorted(plan["features"] - {"rss"}), "scratch": scratch, "main": main,
-            "hide": plan["hide"], "expose": plan["expose"], "keep": plan["read_paths"],
-            "landlock_read": plan["read_paths"], "cover": plan["cover"],
+            "hide": plan["hide"], "read_paths": plan["read_paths"], "cover": plan["cover"],
             "scratch_bytes": lim.scratch_bytes, "scratch_inodes": lim.scratch_files,
             "landlock_abi": plan["landlock_abi"], "userns": plan["userns"], "cgroups": cgroups,
             "cpu_seconds": int(2 * lim.submission_timeout_s) + 1, "max_file_bytes": lim.max_file_bytes,

@@ -245,7 +245,7 @@ def enter_worker(cfg: dict) -> list[str]:
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         prctl(PR_SET_PDEATHSIG, 9)
     if "landlock" in feats:
-        landlock_restrict(cfg["landlock_read"], [scratch], cfg.get("landlock_abi", 1))
+        landlock_restrict(cfg["read_paths"], [scratch], cfg.get("landlock_abi", 1))
         applied.append("landlock")
     if "cgroup" in feats:
         applied.append("cgroup")
@@ -290,7 +290,7 @@ def _private_mounts(cfg: dict) -> None:
 
     - an empty tmpfs over /tmp, the other world-writable folders, the unreadable ancestors of the
       interpreter (``hide``, e.g. /root) and the grader's own folders (``cover``); every path the
-      worker must read (``keep``: the interpreter, sys.path, libraries) that lay below one of them is
+      worker must read (``read_paths``: the interpreter, sys.path, libraries) that lay below one of them is
       bound back in place, so a virtualenv under /tmp or /root still imports;
     - the scratch dir: a tmpfs of its own (``scratch_bytes``, ``scratch_inodes``) holding a copy of
       the files the grader put there;
@@ -298,7 +298,7 @@ def _private_mounts(cfg: dict) -> None:
     """
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     scratch = cfg["scratch"]
-    keep = sorted(set(cfg.get("expose", [])) | set(cfg.get("keep", [])))
+    keep = sorted(cfg.get("read_paths", []))
     writable = {d for d in WORLD_WRITABLE if os.path.isdir(d)} | set(cfg.get("hide", []))
     covered = set(cfg.get("cover", []))
     src = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
