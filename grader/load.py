@@ -309,7 +309,8 @@ def _strip_common_dir(files: dict[str, bytes]) -> dict[str, bytes]:
 def _tree_digest(files: dict[str, bytes]) -> str:
     h = hashlib.sha256()
     for rel in sorted(files):
-        h.update(rel.encode() + b"\0" + len(files[rel]).to_bytes(8, "little") + files[rel])
+        # os.fsencode: a name that is not UTF-8 arrives as surrogate escapes; hash its real bytes
+        h.update(os.fsencode(rel) + b"\0" + len(files[rel]).to_bytes(8, "little") + files[rel])
     return h.hexdigest()
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -272,3 +273,19 @@ def test_student_ids_are_unique_without_case_and_fit_a_file_name():
 def test_student_id_of_a_name_that_is_not_utf8_is_stable_and_readable():
     name = os.fsdecode(b"\xff\xfe_hw.py")
     assert student_id(name) == student_id(name) == "hw-" + name_hash(b"\xff\xfe_hw.py")
+
+
+def test_a_folder_holding_a_file_name_that_is_not_utf8_loads(tmp_path):
+    """Linux file names are bytes: a data file named b'r\\xe9sum\\xe9.txt' (Latin-1) must not stop
+    the load, and it keeps its real bytes in the submission's hash."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "main.py").write_text("def f():\n    return 1\n")
+    with open(os.path.join(os.fsencode(folder), b"r\xe9sum\xe9.txt"), "wb") as f:
+        f.write(b"notes")
+    sub = load_submission(folder, main_module="main.py")
+    assert sub.error is None and os.fsdecode(b"r\xe9sum\xe9.txt") in sub.files
+    other = tmp_path / "other"
+    shutil.copytree(folder, other)
+    os.rename(os.path.join(os.fsencode(other), b"r\xe9sum\xe9.txt"), os.path.join(os.fsencode(other), b"r\xe8sum\xe9.txt"))
+    assert load_submission(other, main_module="main.py").sha256 != sub.sha256
