@@ -1,5 +1,6 @@
 // Optional: collapse a case's heatmaps to one at a time and toggle the hatching.
 // Without this script every heatmap is shown, hatched; nothing here fetches anything.
+// The words come from the controls' data-label-* attributes, in the page's language.
 (function () {
   "use strict";
   var groups = document.querySelectorAll("[data-hm-group]");
@@ -14,7 +15,7 @@
     }
     if (figs.length > 1) {
       var label = document.createElement("span");
-      label.textContent = "Slice:";
+      label.textContent = bar.getAttribute("data-label-slice");
       bar.appendChild(label);
       Array.prototype.forEach.call(figs, function (fig, i) {
         var b = document.createElement("button");
@@ -33,7 +34,7 @@
       box.addEventListener("change", function () { group.classList.toggle("no-overlay", !box.checked); });
       var lab = document.createElement("label");
       lab.appendChild(box);
-      lab.appendChild(document.createTextNode(" hatch the cells a query may not see (future / padding)"));
+      lab.appendChild(document.createTextNode(" " + bar.getAttribute("data-label-hatch")));
       bar.appendChild(lab);
     }
     bar.hidden = false;

@@ -1,0 +1,264 @@
+"""Student feedback in more than one language: gettext catalogs, language choice, locale formats.
+
+What the grader says to a student is written in English in the code and marked for extraction:
+``tr("{what} has shape {actual}, expected {expected}.", what=..., actual=..., expected=...)``
+keeps the English msgid and its named arguments (a `Msg`), so results store language-neutral
+messages and a report renders them later in any language; ``N_("...")`` marks a fixed string
+(a case title, a concept's words) that is looked up by its English text when shown. Translations
+live in ``grader/i18n/locales/<ll_CC>/LC_MESSAGES/grader.po`` (see docs/translating.md), read
+once per process on first use; a string without a translation falls back to English.
+
+Code tokens, function names, dtypes and shapes are arguments or stay inside the msgid unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import gettext as stdlib_gettext
+import io
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Union
+
+DEFAULT = "en"
+LANGUAGES = ("en", "zh-CN")
+"""What ``--lang`` accepts; the first is the language the code is written in."""
+DOMAIN = "grader"
+LOCALES = Path(__file__).parent / "locales"
+
+Arg = Union[str, int, float, None, "Msg"]
+
+
+def catalog_dir(lang: str) -> str:
+    """``zh-CN`` -> ``zh_CN`` (gettext's folder name)."""
+    return lang.replace("-", "_")
+
+
+def normalise(lang: str | None) -> str | None:
+    """A language tag or POSIX locale (``zh_CN.UTF-8``, ``zh-Hans``, ``en_GB``) -> one of
+    `LANGUAGES`, or None when it names none of them (``C``, ``POSIX``, ``fr_FR``)."""
+    if not lang:
+        return None
+    tag = lang.split(".")[0].split("@")[0].replace("_", "-").lower()
+    if tag == "zh" or tag.startswith(("zh-cn", "zh-hans", "zh-sg")):
+        return "zh-CN"
+    if tag == "en" or tag.startswith("en-"):
+        return "en"
+    return None
+
+
+def from_environment(env: Mapping[str, str] | None = None) -> str | None:
+    """The language the process locale asks for (``LC_ALL``, then ``LC_MESSAGES``, then ``LANG``,
+    as POSIX orders them; ``LANGUAGE`` first, as GNU gettext does), or None."""
+    env = os.environ if env is None else env
+    for var in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        value = env.get(var)
+        if value:
+            # LANGUAGE may list several ("zh_CN:en"); the first we support wins.
+            for item in value.split(":"):
+                found = normalise(item)
+                if found:
+                    return found
+            if var != "LANGUAGE":
+                return None  # set but unsupported (C, fr_FR): English, not a later variable
+    return None
+
+
+def choose(option: str | None, assignment_default: str | None = None,
+           env: Mapping[str, str] | None = None) -> str:
+    """``--lang`` if given, else the assignment's ``lang`` (spec.toml), else the locale, else English."""
+    for candidate in (option, assignment_default):
+        found = normalise(candidate)
+        if found:
+            return found
+    return from_environment(env) or DEFAULT
+
+
+# --- catalogs ------------------------------------------------------------------------------
+
+def po_path(lang: str) -> Path:
+    return LOCALES / catalog_dir(lang) / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+@functools.lru_cache(maxsize=None)
+def translations(lang: str) -> stdlib_gettext.NullTranslations:
+    """The compiled catalog of `lang`, read from its .po once per process (English: none needed)."""
+    lang = normalise(lang) or DEFAULT
+    path = po_path(lang)
+    if lang == DEFAULT or not path.is_file():
+        return stdlib_gettext.NullTranslations()
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+    from babel.support import Translations
+
+    with path.open("rb") as f:
+        catalog = read_po(f, locale=catalog_dir(lang), domain=DOMAIN)
+    buf = io.BytesIO()
+    write_mo(buf, catalog, use_fuzzy=False)
+    buf.seek(0)
+    return Translations(fp=buf, domain=DOMAIN)
+
+
+def translate(text: str, lang: str) -> str:
+    """`text` (an English msgid) in `lang`; `text` itself when the catalog has no translation."""
+    if not text or lang == DEFAULT:
+        return text
+    return translations(lang).gettext(text)
+
+
+def translate_plural(singular: str, plural: str, n: int, lang: str) -> str:
+    return translations(lang).ngettext(singular, plural, n)
+
+
+def N_(text: str) -> str:
+    """Mark `text` for extraction without translating it now: it is translated, by its English
+    text, where it is shown (case titles, concept words)."""
+    return text
+
+
+# --- messages ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Part:
+    """One translatable sentence (or a piece of student text kept verbatim)."""
+
+    msgid: str
+    """The English text with ``{name}`` placeholders; with ``verbatim``, the text itself."""
+    args: dict[str, Arg] = field(default_factory=dict)
+    plural: str = ""
+    """The English plural form, for ``ntr`` (the count is the argument ``n``)."""
+    verbatim: bool = False
+    """Not to translate: student text, an exception message, a path."""
+
+
+@dataclass(frozen=True)
+class Msg:
+    """A message kept as msgids and arguments; ``str()`` is the English text.
+
+    ``+`` joins messages (and plain strings, kept verbatim) into one."""
+
+    parts: tuple[Part, ...]
+
+    def __str__(self) -> str:
+        return self.render(DEFAULT)
+
+    def __add__(self, other: "Msg | str") -> "Msg":
+        return Msg(self.parts + as_msg(other).parts)
+
+    def __radd__(self, other: str) -> "Msg":
+        return Msg(as_msg(other).parts + self.parts)
+
+    def __bool__(self) -> bool:
+        return any(p.msgid for p in self.parts)
+
+    def render(self, lang: str) -> str:
+        return "".join(_render_part(p, lang) for p in self.parts)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """The JSON form kept in results: ``[{"msgid": ..., "args": {...}}, {"text": ...}]``."""
+        return [_part_dict(p) for p in self.parts]
+
+    @staticmethod
+    def from_list(items: Iterable[Mapping[str, Any]]) -> "Msg":
+        return Msg(tuple(_part_from(d) for d in items))
+
+
+def tr(msgid: str, **args: Arg) -> Msg:
+    """A translatable message: `msgid` is English with ``{name}`` placeholders filled from `args`
+    (numbers are formatted for the reader's locale, `Msg` arguments translated too)."""
+    return Msg((Part(msgid, dict(args)),))
+
+
+def ntr(singular: str, plural: str, n: int, **args: Arg) -> Msg:
+    """A message with a count ``{n}``: "1 hidden case" / "3 hidden cases" (and one form in Chinese)."""
+    return Msg((Part(singular, {"n": n, **args}, plural=plural),))
+
+
+def verbatim(text: str) -> Msg:
+    """Text shown as it is in every language (student output, exception text, file names)."""
+    return Msg((Part(text, verbatim=True),))
+
+
+def as_msg(value: "Msg | str | None") -> Msg:
+    if isinstance(value, Msg):
+        return value
+    return verbatim(value or "")
+
+
+def join(items: Iterable["Msg | str"], sep: "Msg | str" = " ") -> Msg:
+    out: tuple[Part, ...] = ()
+    for i, item in enumerate(items):
+        if i:
+            out += as_msg(sep).parts
+        out += as_msg(item).parts
+    return Msg(out)
+
+
+def render(value: "Msg | str | None", lang: str) -> str:
+    """A `Msg` in `lang`; a plain string looked up by its English text (titles marked with ``N_``)."""
+    if isinstance(value, Msg):
+        return value.render(lang)
+    return translate(value or "", lang)
+
+
+def _render_part(p: Part, lang: str) -> str:
+    if p.verbatim:
+        return p.msgid
+    if p.plural:
+        template = translate_plural(p.msgid, p.plural, int(p.args.get("n") or 0), lang)
+    else:
+        template = translate(p.msgid, lang)
+    if not p.args:
+        return template
+    values = {k: _format_arg(v, lang) for k, v in p.args.items()}
+    try:
+        return template.format(**values)
+    except (KeyError, IndexError, ValueError):
+        # A broken translation must never lose the message: fall back to the English text.
+        return p.msgid.format(**values)
+
+
+def _format_arg(v: Arg, lang: str) -> str:
+    if isinstance(v, Msg):
+        return v.render(lang)
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, float):
+        from grader.i18n.formats import decimal
+
+        return decimal(v, lang)
+    return str(v)
+
+
+def _arg_json(v: Arg) -> Any:
+    if isinstance(v, Msg):
+        return {"msg": v.to_list()}
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)  # JSON has no NaN or infinity: "nan", "inf", "-inf" read back as text
+    return v
+
+
+def _arg_from(v: Any) -> Arg:
+    if isinstance(v, dict) and "msg" in v:
+        return Msg.from_list(v["msg"])
+    return v
+
+
+def _part_dict(p: Part) -> dict[str, Any]:
+    if p.verbatim:
+        return {"text": p.msgid}
+    d: dict[str, Any] = {"msgid": p.msgid}
+    if p.plural:
+        d["plural"] = p.plural
+    if p.args:
+        d["args"] = {k: _arg_json(v) for k, v in p.args.items()}
+    return d
+
+
+def _part_from(d: Mapping[str, Any]) -> Part:
+    if "text" in d:
+        return Part(str(d["text"]), verbatim=True)
+    return Part(str(d["msgid"]), {k: _arg_from(v) for k, v in (d.get("args") or {}).items()},
+                plural=str(d.get("plural", "")))
