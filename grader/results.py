@@ -13,7 +13,22 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+from grader.i18n import DEFAULT as DEFAULT_LANG
+from grader.i18n import Msg, as_msg
+
+SCHEMA_VERSION = 2
+"""2: messages also kept as gettext msgids with arguments (``*_i18n``), and the report's ``lang``."""
+READABLE_VERSIONS = (1, 2)
+"""Version 1 results read as English-only messages (they render in English in every language)."""
+
+
+def split_message(obj: Any, text: str, i18n: str) -> None:
+    """In a frozen dataclass's ``__post_init__``: a `Msg` given as ``text`` becomes its English
+    string there, and the message itself goes to the ``i18n`` field (so code passes one value)."""
+    value = getattr(obj, text)
+    if isinstance(value, Msg):
+        object.__setattr__(obj, i18n, value)
+        object.__setattr__(obj, text, str(value))
 
 # The built-in (attention) vocabulary: titles of the concepts results graded before assignments
 # declared their own (grader/concepts.py). New assignments declare theirs in spec.toml.
@@ -109,6 +124,11 @@ class Heatmap:
     """Index of the first query row shown (large matrices are shown as a window)."""
     col_offset: int = 0
     """Index of the first key column shown."""
+    title_i18n: Msg | None = None
+    """``title`` as a translatable message (None in results before schema 2)."""
+
+    def __post_init__(self) -> None:
+        split_message(self, "title", "title_i18n")
 
 
 @dataclass(frozen=True)
@@ -135,9 +155,16 @@ class Evidence:
     """Indices (first few) where the submission's output is NaN."""
     heatmaps: list[Heatmap] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    """Further plain-language observations."""
+    """Further plain-language observations (English; a `Msg` given here moves to ``notes_i18n``)."""
     traceback: str | None = None
     """For errors: the student's exception, traceback cut to their own frames."""
+    notes_i18n: list[Msg] = field(default_factory=list)
+    """``notes`` as translatable messages, one per note (empty in results before schema 2)."""
+
+    def __post_init__(self) -> None:
+        if any(isinstance(n, Msg) for n in self.notes):
+            object.__setattr__(self, "notes_i18n", [as_msg(n) for n in self.notes])
+            object.__setattr__(self, "notes", [str(n) for n in self.notes])
 
 
 @dataclass(frozen=True)
@@ -153,9 +180,15 @@ class CaseResult:
     concept only when the code it calls is not implemented yet (it raised NotImplementedError, as
     the starter's placeholders do): that is no misconception, so nothing is diagnosed."""
     message: str
-    """One or two plain sentences for the student. Never reveals hidden inputs."""
+    """One or two plain sentences for the student, in English. Never reveals hidden inputs."""
     evidence: Evidence = field(default_factory=Evidence)
     duration_s: float = 0.0
+    message_i18n: Msg | None = None
+    """``message`` as msgids and arguments, translated when shown (None before schema 2, or for a
+    message no one marked for translation). A `Msg` given as ``message`` lands here."""
+
+    def __post_init__(self) -> None:
+        split_message(self, "message", "message_i18n")
 
     @property
     def not_implemented(self) -> bool:
@@ -191,9 +224,23 @@ class CellError:
     traceback: str
     label: str = ""
     """How the student finds the cell: "code cell 5 (def causal_mask(q_len, ...)" ("" in older results)."""
+    label_i18n: Msg | None = None
+    """``label`` as a translatable message (a `Msg` given as ``label`` lands here)."""
+
+    def __post_init__(self) -> None:
+        split_message(self, "label", "label_i18n")
 
     def where(self) -> str:
         return self.label or (f"code cell {self.cell}" if self.cell is not None else "module")
+
+    def where_i18n(self) -> Msg:
+        from grader.i18n import tr
+
+        if self.label_i18n is not None:
+            return self.label_i18n
+        if self.label:
+            return as_msg(self.label)
+        return tr("code cell {n}", n=self.cell) if self.cell is not None else tr("module")
 
 
 @dataclass(frozen=True)
@@ -201,6 +248,7 @@ class LoadInfo:
     ok: bool
     """False when nothing could be graded (unreadable file, syntax error, crash at import)."""
     message: str = ""
+    """Why it could not load, in English (a `Msg` given here moves to ``message_i18n``)."""
     cell_errors: list[CellError] = field(default_factory=list)
     stdout: str = ""
     """The submission's captured output until the first hidden case started, truncated. Never parsed."""
@@ -210,6 +258,11 @@ class LoadInfo:
     hidden inputs, so it is kept for the instructor (this file) and never shown to the student
     (reports, JUnit, CI logs, summaries) unless the instructor releases hidden cases."""
     hidden_stderr: str = ""
+    message_i18n: Msg | None = None
+    """``message`` as a translatable message (None before schema 2)."""
+
+    def __post_init__(self) -> None:
+        split_message(self, "message", "message_i18n")
 
 
 @dataclass(frozen=True)
@@ -242,6 +295,9 @@ class GradeReport:
     concepts: list[Concept] = field(default_factory=list)
     """The assignment's diagnosis vocabulary as graded, so a re-render years later uses the same
     words (empty in results written before 0.3: the built-in vocabulary names those)."""
+    lang: str = DEFAULT_LANG
+    """The language the student's feedback was chosen in ("en", "zh-CN"); ``grader report --lang``
+    renders the same results in another."""
     schema_version: int = SCHEMA_VERSION
 
     def vocabulary(self) -> dict[str, Concept]:
@@ -290,6 +346,8 @@ def to_dict(obj: Any) -> Any:
         return obj if math.isfinite(obj) else _clean_float(obj)
     if t in _PLAIN:
         return obj
+    if t is Msg:
+        return obj.to_list()
     if t is list or t is tuple:
         return [to_dict(x) for x in obj]
     names = _field_names(t)
@@ -314,12 +372,18 @@ def _matrix(rows: Any) -> Any:
     return None if rows is None else [[_num(v) for v in row] for row in rows]
 
 
+def _msg(items: Any) -> Msg | None:
+    return None if items is None else Msg.from_list(items)
+
+
 def _evidence_from(d: dict) -> Evidence:
     d = dict(d)
     d["heatmaps"] = [
-        Heatmap(**{**h, "expected": _matrix(h["expected"]), "actual": _matrix(h.get("actual"))})
+        Heatmap(**{**h, "expected": _matrix(h["expected"]), "actual": _matrix(h.get("actual")),
+                   "title_i18n": _msg(h.get("title_i18n"))})
         for h in d.get("heatmaps", [])
     ]
+    d["notes_i18n"] = [Msg.from_list(n) for n in d.get("notes_i18n", [])]
     for key in ("max_abs_error", "allowed_error", "expected_value", "actual_value"):
         d[key] = _num(d.get(key))
     if d.get("row_sums") is not None:
@@ -338,15 +402,19 @@ def case_from_dict(d: dict) -> CaseResult:
         message=d["message"],
         evidence=_evidence_from(d.get("evidence", {})),
         duration_s=d.get("duration_s", 0.0),
+        message_i18n=_msg(d.get("message_i18n")),
     )
 
 
 def report_from_dict(d: dict) -> GradeReport:
     version = d.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise ValueError(f"result schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"result schema_version {version!r} is not supported (expected one of "
+                         f"{', '.join(map(str, READABLE_VERSIONS))})")
     load = dict(d["load"])
-    load["cell_errors"] = [CellError(**e) for e in load.get("cell_errors", [])]
+    load["cell_errors"] = [CellError(**{**e, "label_i18n": _msg(e.get("label_i18n"))})
+                           for e in load.get("cell_errors", [])]
+    load["message_i18n"] = _msg(load.get("message_i18n"))
     return GradeReport(
         submission=SubmissionInfo(**d["submission"]),
         assignment=AssignmentInfo(**d["assignment"]),
@@ -359,5 +427,6 @@ def report_from_dict(d: dict) -> GradeReport:
         hidden_cases=int(d.get("hidden_cases", 0)),
         hidden_points=float(d.get("hidden_points", 0.0)),
         concepts=[Concept(**c) for c in d.get("concepts", [])],
+        lang=str(d.get("lang", DEFAULT_LANG)),
         schema_version=version,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from grader.i18n import DEFAULT, N_, tr, translate
 from grader.report.text import one_line
 from grader.results import Heatmap
 
@@ -150,7 +151,7 @@ def _leak_set(hm: Heatmap, leaking_cells: list[list[int]] | None) -> set[tuple[i
 
 
 def _panel(role: str, caption: str, values: list[list[float]], hm: Heatmap, geo: HeatmapView,
-           leaks: set[tuple[int, int]], show_sums: bool) -> Panel:
+           leaks: set[tuple[int, int]], show_sums: bool, lang: str = DEFAULT) -> Panel:
     c, left, top = geo.cell, geo.left, geo.top
     show_text = c >= 22
     cells: list[Cell] = []
@@ -159,11 +160,13 @@ def _panel(role: str, caption: str, values: list[list[float]], hm: Heatmap, geo:
             masked = hm.keep is not None and not hm.keep[q][k]
             fill, ink = _value_cell(v, hm.kind, role)
             leak = (q, k) in leaks and role != "expected"
-            note = " — may not attend (future/padding)" if masked else ""
+            tip = tr("query {q}, key {k}: {value}", q=q, k=k, value=_short(v))
+            if masked:
+                tip += tr(" — may not attend (future/padding)")
             if leak:
-                note += "; received weight it should not"
+                tip += tr("; received weight it should not")
             cells.append(Cell(q, k, left + k * c, top + q * c, fill, _short(v) if show_text else "", ink,
-                              f"query {q}, key {k}: {_short(v)}{note}", masked, leak))
+                              tip.render(lang), masked, leak))
     sums: list[RowSum] = []
     if show_sums:
         for q, row in enumerate(values):
@@ -175,8 +178,9 @@ def _panel(role: str, caption: str, values: list[list[float]], hm: Heatmap, geo:
                  _labels(geo.n_k, left, c), _labels(geo.n_q, top, c))
 
 
-def build_heatmap(hm: Heatmap, uid: str, leaking_cells: list[list[int]] | None = None) -> HeatmapView | None:
-    """Lay out expected / actual / |difference| panels; None for an empty or ragged matrix."""
+def build_heatmap(hm: Heatmap, uid: str, leaking_cells: list[list[int]] | None = None,
+                  lang: str = DEFAULT) -> HeatmapView | None:
+    """Lay out expected / actual / |difference| panels, captions in `lang`; None for an empty or ragged matrix."""
     n_q = len(hm.expected)
     n_k = len(hm.expected[0]) if n_q else 0
     if n_q == 0 or n_k == 0 or any(len(r) != n_k for r in hm.expected):
@@ -187,21 +191,24 @@ def build_heatmap(hm: Heatmap, uid: str, leaking_cells: list[list[int]] | None =
     keep = hm.keep
     if keep is not None and (len(keep) != n_q or any(len(r) != n_k for r in keep)):
         keep = None
-    hm = Heatmap(hm.title, hm.expected, actual, keep, hm.kind)
+    title = hm.title_i18n.render(lang) if hm.title_i18n is not None else hm.title
+    hm = Heatmap(title, hm.expected, actual, keep, hm.kind)
     c = _cell_size(n_q, n_k)
     leaks = _leak_set(hm, leaking_cells)
     geo = HeatmapView(uid, one_line(hm.title, 80), hm.kind, n_q, n_k, c, 50.0, 36.0, max(8.0, min(12.0, c * 0.34)),
                       [], len(leaks), 0, False, keep is not None and any(not v for r in keep for v in r))
     is_mask = hm.kind == "mask"
-    panels = [_panel("expected", "Reference mask" if is_mask else "Reference (what it should be)",
-                     hm.expected, hm, geo, leaks, False)]
+    panels = [_panel("expected", translate(N_("Reference mask") if is_mask else N_("Reference (what it should be)"), lang),
+                     hm.expected, hm, geo, leaks, False, lang)]
     wrong_rows = 0
     if actual is not None:
-        mine = _panel("actual", "Your mask" if is_mask else "Your weights", actual, hm, geo, leaks, not is_mask)
+        mine = _panel("actual", translate(N_("Your mask") if is_mask else N_("Your weights"), lang), actual, hm, geo,
+                      leaks, not is_mask, lang)
         wrong_rows = sum(s.wrong for s in mine.row_sums)
         diff = [[abs(a - e) for a, e in zip(ra, re_)] for ra, re_ in zip(actual, hm.expected)]
-        panels += [mine, _panel("difference", "Where they differ" if is_mask else "Difference |yours − reference|",
-                                diff, hm, geo, leaks, False)]
+        panels += [mine, _panel("difference", translate(N_("Where they differ") if is_mask
+                                                        else N_("Difference |yours − reference|"), lang),
+                                diff, hm, geo, leaks, False, lang)]
     return HeatmapView(geo.uid, geo.title, geo.kind, n_q, n_k, c, geo.left, geo.top, geo.font, panels,
                        len(leaks) if actual is not None else 0, wrong_rows,
                        all(abs(sum(r) - 1) <= ROW_SUM_TOLERANCE for r in hm.expected), geo.has_masked)

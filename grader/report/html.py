@@ -1,6 +1,7 @@
 """The per-submission HTML report: GradeReport -> view model -> one self-contained page.
 
-The Jinja environment is built once per process, with autoescaping for every template.
+One Jinja environment per language is built once per process, with autoescaping for every
+template and that language's gettext catalog installed (``jinja2.ext.i18n``).
 The page carries a Content-Security-Policy that allows only its own inline script (by hash),
 inline styles and nothing from the network.
 """
@@ -18,20 +19,25 @@ import jinja2
 from markupsafe import Markup
 
 from grader import __version__
-from grader.report.view import build_view
+from grader.i18n import DEFAULT, normalise, translations
+from grader.report.view import build_view, concept_explanation
 from grader.results import GradeReport
 
 
-@functools.lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
-    """The shared Jinja environment (templates in grader/report/templates, autoescape everywhere)."""
-    return jinja2.Environment(
+@functools.lru_cache(maxsize=None)
+def environment(lang: str = DEFAULT) -> jinja2.Environment:
+    """The shared Jinja environment of `lang` (templates in grader/report/templates, autoescape
+    everywhere, ``_``/``gettext``/``ngettext`` translating into `lang`)."""
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("grader.report", "templates"),
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        extensions=["jinja2.ext.i18n"],
     )
+    env.install_gettext_translations(translations(lang), newstyle=True)  # type: ignore[attr-defined]
+    return env
 
 
 @functools.lru_cache(maxsize=None)
@@ -50,17 +56,20 @@ def content_security_policy(script_hash: str) -> str:
             "img-src data:; base-uri 'none'; form-action 'none'")
 
 
-def render_page(template: str, script: str, **context: object) -> str:
-    """Render one of our page templates with its inline script and matching CSP."""
+def render_page(template: str, script: str, lang: str = DEFAULT, **context: object) -> str:
+    """Render one of our page templates in `lang` with its inline script and matching CSP."""
+    lang = normalise(lang) or DEFAULT
     code, digest = asset_script(script)
-    return environment().get_template(template).render(
-        script=code, csp=content_security_policy(digest), grader_version=__version__, **context)
+    return environment(lang).get_template(template).render(
+        script=code, csp=content_security_policy(digest), grader_version=__version__, lang=lang, **context)
 
 
-def render_submission(report: GradeReport, *, release_hidden: bool = False) -> str:
-    """The student's feedback page for one graded submission."""
-    view = build_view(report, release_hidden=release_hidden)
-    return render_page("report.html", "report.js", v=view, load_explanation=report.vocabulary()["load-error"].explanation)
+def render_submission(report: GradeReport, *, release_hidden: bool = False, lang: str | None = None) -> str:
+    """The student's feedback page for one graded submission, in `lang` (default: the report's)."""
+    lang = normalise(lang or report.lang) or DEFAULT
+    view = build_view(report, release_hidden=release_hidden, lang=lang)
+    return render_page("report.html", "report.js", lang, v=view,
+                       load_explanation=concept_explanation(report.vocabulary(), "load-error", lang))
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
@@ -79,6 +88,7 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     return target
 
 
-def write_submission(report: GradeReport, path: str | os.PathLike[str], *, release_hidden: bool = False) -> Path:
-    """Render and write one report; returns the path written."""
-    return write_text_atomic(path, render_submission(report, release_hidden=release_hidden))
+def write_submission(report: GradeReport, path: str | os.PathLike[str], *, release_hidden: bool = False,
+                     lang: str | None = None) -> Path:
+    """Render and write one report (in `lang`, default the report's); returns the path written."""
+    return write_text_atomic(path, render_submission(report, release_hidden=release_hidden, lang=lang))

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grader.checks.diagnose import NOT_IMPLEMENTED
+from grader.i18n import DEFAULT, N_, Msg, ntr, tr, translate
+from grader.i18n.formats import decimal, timestamp
 from grader.report.heatmap import HeatmapView, build_heatmap
 from grader.report.text import clean_block, fmt_num, fmt_points, one_line
 from grader.results import CaseResult, Concept, Evidence, GradeReport, Outcome
@@ -19,10 +21,10 @@ TRACEBACK_LIMIT = 4000
 OUTPUT_LIMIT = 8000
 
 OUTCOME_LABELS = {
-    Outcome.PASSED: ("✓", "passed"),
-    Outcome.FAILED: ("✗", "failed"),
-    Outcome.ERROR: ("!", "raised an error"),
-    Outcome.TIMEOUT: ("⏱", "timed out"),
+    Outcome.PASSED: ("✓", N_("passed")),
+    Outcome.FAILED: ("✗", N_("failed")),
+    Outcome.ERROR: ("!", N_("raised an error")),
+    Outcome.TIMEOUT: ("⏱", N_("timed out")),
 }
 
 
@@ -109,76 +111,109 @@ class ReportView:
     """Anchors of the cases that have a detail block (the summary table links only to those)."""
 
 
-def _listed(cells: list[list[int]], what: str) -> str:
+def _listed(cells: list[list[int]], lang: str) -> str:
     shown = ", ".join("(" + ", ".join(str(i) for i in c) + ")" for c in cells[:MAX_LISTED])
     more = len(cells) - MAX_LISTED
-    return shown + (f" … and {more} more {what}" if more > 0 else "")
+    return shown + (ntr(" … and {n} more place", " … and {n} more places", more).render(lang) if more > 0 else "")
 
 
-def _leak_text(cells: list[list[int]]) -> str:
-    words = [f"query {c[-2]} → key {c[-1]}" if len(c) >= 2 else str(c) for c in cells[:MAX_LISTED]]
+def _leak_text(cells: list[list[int]], lang: str) -> str:
+    words = [tr("query {q} → key {k}", q=c[-2], k=c[-1]).render(lang) if len(c) >= 2 else str(c)
+             for c in cells[:MAX_LISTED]]
     more = len(cells) - MAX_LISTED
-    return ", ".join(words) + (f" … and {more} more" if more > 0 else "")
+    return ", ".join(words) + (tr(" … and {n} more", n=more).render(lang) if more > 0 else "")
 
 
 def _shape(s: list[int] | None) -> str:
     return "—" if s is None else "(" + ", ".join(str(i) for i in s) + ")"
 
 
-def evidence_facts(ev: Evidence) -> list[Fact]:
-    """The evidence as labelled lines, in the order a student should read them."""
+def _num(x: float | int | None, lang: str, digits: int = 4) -> str:
+    return decimal(x, lang, digits) if isinstance(x, float) else fmt_num(x, digits)
+
+
+def evidence_facts(ev: Evidence, lang: str = DEFAULT) -> list[Fact]:
+    """The evidence as labelled lines in `lang`, in the order a student should read them."""
+    def fact(label: str, value: Msg | str, bad: bool = False) -> Fact:
+        return Fact(translate(label, lang), value if isinstance(value, str) else value.render(lang), bad)
+
     facts: list[Fact] = []
     if ev.expected_shape is not None or ev.actual_shape is not None:
-        facts.append(Fact("Shape", f"expected {_shape(ev.expected_shape)}, yours {_shape(ev.actual_shape)}",
-                          ev.expected_shape != ev.actual_shape))
+        facts.append(fact(N_("Shape"), tr("expected {expected}, yours {actual}", expected=_shape(ev.expected_shape),
+                                          actual=_shape(ev.actual_shape)), ev.expected_shape != ev.actual_shape))
     if ev.expected_dtype is not None or ev.actual_dtype is not None:
-        facts.append(Fact("Dtype", f"expected {one_line(ev.expected_dtype) or '—'}, yours {one_line(ev.actual_dtype) or '—'}",
+        facts.append(fact(N_("Dtype"), tr("expected {expected}, yours {actual}",
+                                          expected=one_line(ev.expected_dtype) or "—",
+                                          actual=one_line(ev.actual_dtype) or "—"),
                           ev.expected_dtype != ev.actual_dtype))
     if ev.max_abs_error is not None:
-        allowed = f" (allowed {fmt_num(ev.allowed_error, 3)})" if ev.allowed_error is not None else ""
-        facts.append(Fact("Largest difference", fmt_num(ev.max_abs_error, 3) + allowed, True))
+        value = _num(ev.max_abs_error, lang, 3)
+        if ev.allowed_error is not None:
+            value = tr("{value} (allowed {allowed})", value=value, allowed=_num(ev.allowed_error, lang, 3)).render(lang)
+        facts.append(fact(N_("Largest difference"), value, True))
     if ev.first_bad_index is not None:
-        facts.append(Fact("First wrong value", f"at index [{', '.join(str(i) for i in ev.first_bad_index)}]: expected "
-                          f"{fmt_num(ev.expected_value)}, yours {fmt_num(ev.actual_value)}", True))
+        facts.append(fact(N_("First wrong value"), tr(
+            "at index [{index}]: expected {expected}, yours {actual}",
+            index=", ".join(str(i) for i in ev.first_bad_index),
+            expected=_num(ev.expected_value, lang), actual=_num(ev.actual_value, lang)), True))
     if ev.leaking_cells:
-        facts.append(Fact("Weight on cells it may not see", _leak_text(ev.leaking_cells), True))
+        facts.append(fact(N_("Weight on cells it may not see"), _leak_text(ev.leaking_cells, lang), True))
     if ev.row_sums is not None:
-        sums = ", ".join(fmt_num(s, 3) for s in ev.row_sums[:MAX_LISTED])
+        sums = ", ".join(_num(s, lang, 3) for s in ev.row_sums[:MAX_LISTED])
         off = any(not (abs(s - 1) <= 1e-3) for s in ev.row_sums)
-        facts.append(Fact("Your row sums", sums + (" … " if len(ev.row_sums) > MAX_LISTED else ""), off))
+        facts.append(fact(N_("Your row sums"), sums + (" … " if len(ev.row_sums) > MAX_LISTED else ""), off))
     if ev.nan_locations:
-        facts.append(Fact("NaN at", _listed(ev.nan_locations, "places"), True))
+        facts.append(fact(N_("NaN at"), _listed(ev.nan_locations, lang), True))
     return facts
 
 
+def case_message(case: CaseResult, lang: str) -> str:
+    """The case's message in `lang` (English text when the results carry no msgids)."""
+    return case.message_i18n.render(lang) if case.message_i18n is not None else translate(case.message, lang)
+
+
+def case_notes(ev: Evidence, lang: str) -> list[str]:
+    if ev.notes_i18n and len(ev.notes_i18n) == len(ev.notes):
+        return [n.render(lang) for n in ev.notes_i18n]
+    return [translate(n, lang) for n in ev.notes]
+
+
+def concept_title(vocab: dict[str, Concept], concept: str | None, lang: str) -> str:
+    return translate(vocab[concept].title, lang) if concept in vocab else (concept or "")
+
+
+def concept_explanation(vocab: dict[str, Concept], concept: str | None, lang: str) -> str:
+    return translate(vocab[concept].explanation, lang) if concept in vocab else ""
+
+
 def _case_view(i: int, case: CaseResult, release_hidden: bool, vocab: dict[str, Concept],
-               uid_prefix: str = "") -> CaseView:
+               uid_prefix: str = "", lang: str = DEFAULT) -> CaseView:
     icon, label = OUTCOME_LABELS[case.outcome]
     if case.concept == "load-error" and case.outcome is not Outcome.PASSED:
-        icon, label = "–", "not run"
+        icon, label = "–", N_("not run")
     shown = release_hidden or not case.hidden
     concept = case.concept if case.outcome is not Outcome.PASSED else None
     common = dict(
-        anchor=f"{uid_prefix}case-{i}", id=one_line(case.id, 120), title=one_line(case.title, 200),
-        outcome=case.outcome.value, icon=icon, outcome_label=label,
+        anchor=f"{uid_prefix}case-{i}", id=one_line(case.id, 120), title=one_line(translate(case.title, lang), 200),
+        outcome=case.outcome.value, icon=icon, outcome_label=translate(label, lang),
         points=f"{fmt_points(case.points.earned)} / {fmt_points(case.points.possible)}",
         hidden=case.hidden, concept=concept,
-        concept_title=NOT_IMPLEMENTED if case.not_implemented else _title(vocab, concept),
-        explanation=vocab[concept].explanation if concept in vocab else "", details_shown=shown,
+        concept_title=translate(NOT_IMPLEMENTED, lang) if case.not_implemented else concept_title(vocab, concept, lang),
+        explanation=concept_explanation(vocab, concept, lang), details_shown=shown,
     )
     if not shown:
         return CaseView(**common)
     ev = case.evidence
     maps = [m for j, h in enumerate(ev.heatmaps)
-            if (m := build_heatmap(h, f"{uid_prefix}c{i}h{j}", ev.leaking_cells)) is not None]
+            if (m := build_heatmap(h, f"{uid_prefix}c{i}h{j}", ev.leaking_cells, lang)) is not None]
     return CaseView(
-        **common, message=clean_block(case.message, 2000), facts=evidence_facts(ev),
-        notes=[clean_block(n, 1000) for n in ev.notes], traceback=clean_block(ev.traceback, TRACEBACK_LIMIT),
-        heatmaps=maps,
+        **common, message=clean_block(case_message(case, lang), 2000), facts=evidence_facts(ev, lang),
+        notes=[clean_block(n, 1000) for n in case_notes(ev, lang)],
+        traceback=clean_block(ev.traceback, TRACEBACK_LIMIT), heatmaps=maps,
     )
 
 
-def _groups(cases: list[CaseView], load_ok: bool, vocab: dict[str, Concept]) -> list[ConceptGroup]:
+def _groups(cases: list[CaseView], load_ok: bool, vocab: dict[str, Concept], lang: str) -> list[ConceptGroup]:
     """Non-passing cases by concept, concepts in the order their first case was graded.
 
     When nothing could load, the "not run" cases repeat the load banner and are left out here.
@@ -189,55 +224,57 @@ def _groups(cases: list[CaseView], load_ok: bool, vocab: dict[str, Concept]) -> 
             continue
         # An error without a concept is code not written yet: grouped as such, with no explanation.
         by.setdefault(c.concept or ("not-implemented" if c.outcome == Outcome.ERROR.value else "other"), []).append(c)
-    titles = {"other": "Other problems", "not-implemented": NOT_IMPLEMENTED}
-    return [ConceptGroup(k, vocab[k].title if k in vocab else titles.get(k, k),
-                         vocab[k].explanation if k in vocab else "", v) for k, v in by.items()]
+    titles = {"other": translate(N_("Other problems"), lang), "not-implemented": translate(NOT_IMPLEMENTED, lang)}
+    return [ConceptGroup(k, concept_title(vocab, k, lang) if k in vocab else titles.get(k, k),
+                         concept_explanation(vocab, k, lang), v) for k, v in by.items()]
 
 
-def _title(vocab: dict[str, Concept], concept: str | None) -> str:
-    return vocab[concept].title if concept in vocab else (concept or "")
-
-
-def self_check_lead(report: GradeReport) -> str:
+def self_check_lead(report: GradeReport, lang: str = DEFAULT) -> str:
     """"Public cases: 5 of 41 points checked, 27 hidden cases at grading time": a self-check's
     score is a share of the public points only, so it leads with how much of the grade that is."""
     total = report.score.possible + report.hidden_points
     n = report.hidden_cases
-    hidden = f"{n} hidden case{'' if n == 1 else 's'} at grading time" if n else "no hidden cases"
-    return f"Public cases: {fmt_points(report.score.possible)} of {fmt_points(total)} points checked, {hidden}"
+    hidden = ntr("{n} hidden case at grading time", "{n} hidden cases at grading time", n) if n \
+        else tr("no hidden cases")
+    return tr("Public cases: {public} of {total} points checked, {hidden}", public=fmt_points(report.score.possible),
+              total=fmt_points(total), hidden=hidden).render(lang)
 
 
-def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix: str = "") -> ReportView:
-    """The one place where a GradeReport becomes what the student page may show.
+def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix: str = "",
+               lang: str | None = None) -> ReportView:
+    """The one place where a GradeReport becomes what the student page may show, in `lang`
+    (default: the language the report was graded in).
 
     ``uid_prefix`` keeps element ids (anchors, SVG patterns) unique where several views share one
     page: the self-check outputs of a notebook."""
+    lang = lang or report.lang
     vocab = report.vocabulary()
-    cases = [_case_view(i, c, release_hidden, vocab, uid_prefix) for i, c in enumerate(report.cases)]
+    cases = [_case_view(i, c, release_hidden, vocab, uid_prefix, lang) for i, c in enumerate(report.cases)]
     env = report.environment
     load = report.load
-    groups = _groups(cases, load.ok, vocab)
+    groups = _groups(cases, load.ok, vocab, lang)
+    earned, possible = fmt_points(report.score.earned), fmt_points(report.score.possible)
     return ReportView(
         student_id=one_line(report.submission.id, 120), filename=one_line(report.submission.filename, 200),
         assignment=one_line(report.assignment.id, 120), assignment_title=one_line(report.assignment.title, 200),
         version=one_line(report.assignment.version, 60),
         score_percent=report.score.display_percent(),
-        score_points=f"{fmt_points(report.score.earned)} / {fmt_points(report.score.possible)} points",
+        score_points=tr("{earned} / {possible} points", earned=earned, possible=possible).render(lang),
         all_earned=report.score.earned >= report.score.possible,
-        self_check_lead=self_check_lead(report) if report.public_only else "",
-        self_check_passed=(f"passed {sum(c.outcome is Outcome.PASSED for c in report.cases)} of {len(report.cases)} "
-                           f"public cases ({fmt_points(report.score.earned)} / {fmt_points(report.score.possible)} "
-                           "points)") if report.public_only else "",
-        graded_at=one_line(report.graded_at, 60),
-        environment=[Fact("Grader", one_line(env.grader_version, 60)),
+        self_check_lead=self_check_lead(report, lang) if report.public_only else "",
+        self_check_passed=tr("passed {passed} of {total} public cases ({earned} / {possible} points)",
+                             passed=sum(c.outcome is Outcome.PASSED for c in report.cases), total=len(report.cases),
+                             earned=earned, possible=possible).render(lang) if report.public_only else "",
+        graded_at=one_line(timestamp(report.graded_at, lang), 60),
+        environment=[Fact(translate(N_("Grader"), lang), one_line(env.grader_version, 60)),
                      Fact("PyTorch", one_line(env.torch_version, 60)),
                      Fact("Python", one_line(env.python_version, 60)),
-                     Fact("Device", one_line(env.device, 60)),
-                     Fact("Dtypes", ", ".join(one_line(d, 30) for d in env.dtypes) or "—"),
-                     Fact("Isolation", one_line(env.isolation, 80))],
+                     Fact(translate(N_("Device"), lang), one_line(env.device, 60)),
+                     Fact(translate(N_("Dtypes"), lang), ", ".join(one_line(d, 30) for d in env.dtypes) or "—"),
+                     Fact(translate(N_("Isolation"), lang), one_line(env.isolation, 80))],
         public_only=report.public_only, release_hidden=release_hidden,
-        load_ok=load.ok, load_message=clean_block(load.message, 2000),
-        cell_errors=[CellErrorView(one_line(e.where()[:1].upper() + e.where()[1:], 120), clean_block(e.error, 500),
+        load_ok=load.ok, load_message=clean_block(load_message(report, lang), 2000),
+        cell_errors=[CellErrorView(one_line(_capitalised(e.where_i18n().render(lang)), 120), clean_block(e.error, 500),
                                    clean_block(e.traceback, TRACEBACK_LIMIT)) for e in load.cell_errors],
         stdout=clean_block(load.stdout, OUTPUT_LIMIT), stderr=clean_block(load.stderr, OUTPUT_LIMIT),
         hidden_stdout=clean_block(load.hidden_stdout, OUTPUT_LIMIT) if release_hidden else "",
@@ -249,3 +286,13 @@ def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix:
     )
 
 
+
+
+def load_message(report: GradeReport, lang: str) -> str:
+    """Why the submission could not load, in `lang`."""
+    m = report.load.message_i18n
+    return m.render(lang) if m is not None else translate(report.load.message, lang)
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
