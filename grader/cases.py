@@ -30,7 +30,8 @@ from typing import Any, Callable
 
 import torch
 
-from grader.results import Evidence
+from grader.i18n import Msg
+from grader.results import Evidence, split_message
 
 
 @dataclass(frozen=True)
@@ -40,14 +41,25 @@ class Verdict:
     passed: bool
     concept: str | None = None
     message: str = ""
+    """In English; a `Msg` (``tr("...")``) given here moves to ``message_i18n``, so the report can
+    show it in the student's language."""
     evidence: Evidence = field(default_factory=Evidence)
+    message_i18n: Msg | None = None
+
+    def __post_init__(self) -> None:
+        split_message(self, "message", "message_i18n")
+
+    @property
+    def text(self) -> Msg | str:
+        """The message as given: translatable when it was a `Msg`."""
+        return self.message_i18n if self.message_i18n is not None else self.message
 
     @staticmethod
-    def ok(message: str = "", evidence: Evidence | None = None) -> "Verdict":
+    def ok(message: Msg | str = "", evidence: Evidence | None = None) -> "Verdict":
         return Verdict(True, None, message, evidence or Evidence())
 
     @staticmethod
-    def fail(concept: str, message: str, evidence: Evidence | None = None) -> "Verdict":
+    def fail(concept: str, message: Msg | str, evidence: Evidence | None = None) -> "Verdict":
         """``concept``: an id the assignment declares (the engine checks it against spec.toml)."""
         return Verdict(False, concept, message, evidence or Evidence())
 
@@ -57,7 +69,7 @@ class Verdict:
         return not self.passed and self.concept is None
 
     @staticmethod
-    def not_implemented(message: str, evidence: Evidence | None = None) -> "Verdict":
+    def not_implemented(message: Msg | str, evidence: Evidence | None = None) -> "Verdict":
         """The code the case calls is still a placeholder (NotImplementedError): no concept, no hint."""
         return Verdict(False, None, message, evidence or Evidence())
 

@@ -15,40 +15,41 @@ from dataclasses import dataclass, field
 
 import torch
 
+from grader.i18n import Msg, tr
 from grader.cases import Verdict
 from grader.checks.compare import Expected, check_structure, compare, evidence_of, is_tensor, nan_locations
 from grader.results import Evidence, Heatmap
 
 WINDOW = 12  # at most this many rows/columns of a matrix go into a heatmap
 
-MESSAGES = {
-    "mask-fill-value": "Masked positions received attention weight: fill masked scores with -inf "
-                       "(or torch.finfo(scores.dtype).min) before the softmax; a fill of 0 still beats negative scores.",
-    "mask-after-softmax": "Some rows of weights no longer sum to 1: apply the mask to the scores before the "
-                          "softmax instead of zeroing weights after it.",
-    "softmax-axis": "The weights are normalised over the wrong axis: take the softmax over keys (dim=-1), "
-                    "so that each query's row sums to 1.",
-    "scaling": "The scores are scaled wrongly: divide q @ k^T by sqrt(d_k), the size of one head's vectors.",
-    "padding-broadcast": "Padding must hide keys (columns), not queries: a (B, T) padding mask broadcasts "
-                         "as (B, 1, 1, T) against (B, H, Lq, Lk) scores.",
-    "mask-combination": "A key may be attended only if it is real AND not in the future: combine keep masks "
-                        "with &, not |.",
-    "causal-alignment": "With fewer queries than keys, the queries are the last positions: query i may see "
-                        "keys j <= Lk - Lq + i (bottom-right alignment), not a top-left triangle.",
-    "causal-diagonal": "A token may attend to itself: keep the diagonal visible (tril, not tril(-1)).",
-    "fully-masked-rows": "A query that may see no key must output zeros (never NaN) and have finite gradients: "
-                         "guard fully masked rows, e.g. with torch.where on mask.any(-1).",
-    "fully-masked-rows/uniform": "Rows with no visible key came out uniform (1/Lk per key: the mean of v), "
-                                 "not zeros. A finite fill such as finfo(dtype).min does that: equal scores give "
-                                 "exp(0)/Lk each. Zero those rows: torch.where(mask.any(-1, keepdim=True), weights, 0).",
-    "mask-convention": "The bool keep-mask (True = may attend) was added to the scores as if it were additive: "
-                       "that adds 1 to the visible scores and hides nothing. Use scores.masked_fill(~mask, "
-                       "float('-inf')).",
-    "numerical-stability": "The softmax overflowed: subtract each row's max before exp, or use torch.softmax.",
-    "dtype-overflow": "Mask fill values must fit the dtype: use torch.finfo(scores.dtype).min or -inf, "
-                      "never -1e9 or float32's min in float16/bfloat16.",
-    "dropout": "Some weights were randomly zeroed and the rest scaled up: that is dropout, which must be off "
-               "here (F.dropout defaults to training=True).",
+MESSAGES: dict[str, Msg] = {
+    "mask-fill-value": tr("Masked positions received attention weight: fill masked scores with -inf "
+                          "(or torch.finfo(scores.dtype).min) before the softmax; a fill of 0 still beats negative scores."),
+    "mask-after-softmax": tr("Some rows of weights no longer sum to 1: apply the mask to the scores before the "
+                             "softmax instead of zeroing weights after it."),
+    "softmax-axis": tr("The weights are normalised over the wrong axis: take the softmax over keys (dim=-1), "
+                       "so that each query's row sums to 1."),
+    "scaling": tr("The scores are scaled wrongly: divide q @ k^T by sqrt(d_k), the size of one head's vectors."),
+    "padding-broadcast": tr("Padding must hide keys (columns), not queries: a (B, T) padding mask broadcasts "
+                            "as (B, 1, 1, T) against (B, H, Lq, Lk) scores."),
+    "mask-combination": tr("A key may be attended only if it is real AND not in the future: combine keep masks "
+                           "with &, not |."),
+    "causal-alignment": tr("With fewer queries than keys, the queries are the last positions: query i may see "
+                           "keys j <= Lk - Lq + i (bottom-right alignment), not a top-left triangle."),
+    "causal-diagonal": tr("A token may attend to itself: keep the diagonal visible (tril, not tril(-1))."),
+    "fully-masked-rows": tr("A query that may see no key must output zeros (never NaN) and have finite gradients: "
+                            "guard fully masked rows, e.g. with torch.where on mask.any(-1)."),
+    "fully-masked-rows/uniform": tr("Rows with no visible key came out uniform (1/Lk per key: the mean of v), "
+                                    "not zeros. A finite fill such as finfo(dtype).min does that: equal scores give "
+                                    "exp(0)/Lk each. Zero those rows: torch.where(mask.any(-1, keepdim=True), weights, 0)."),
+    "mask-convention": tr("The bool keep-mask (True = may attend) was added to the scores as if it were additive: "
+                          "that adds 1 to the visible scores and hides nothing. Use scores.masked_fill(~mask, "
+                          "float('-inf'))."),
+    "numerical-stability": tr("The softmax overflowed: subtract each row's max before exp, or use torch.softmax."),
+    "dtype-overflow": tr("Mask fill values must fit the dtype: use torch.finfo(scores.dtype).min or -inf, "
+                         "never -1e9 or float32's min in float16/bfloat16."),
+    "dropout": tr("Some weights were randomly zeroed and the rest scaled up: that is dropout, which must be off "
+                  "here (F.dropout defaults to training=True)."),
 }
 
 
@@ -197,7 +198,7 @@ def concept_of(diagnosis: str) -> str:
     return diagnosis.split("/")[0]
 
 
-def message_of(diagnosis: str, default: str) -> str:
+def message_of(diagnosis: str, default: Msg | str) -> Msg | str:
     """The message for a diagnosis: its variant's own, else its concept's, else ``default``."""
     return MESSAGES.get(diagnosis) or MESSAGES.get(concept_of(diagnosis)) or default
 
@@ -223,7 +224,12 @@ def weight_evidence(actual_w: torch.Tensor, a: AttentionCase, bad: list[int] | N
     leaking = [list(map(int, ij)) for ij in torch.nonzero(leak)[:40].tolist()]
     r0, c0 = _heat_window(bad, *ref2.shape)
     sl = (slice(r0, r0 + WINDOW), slice(c0, c0 + WINDOW))
-    where_txt = ", ".join(f"{n} {i}" for n, i in zip(("batch", "head"), lead)) or "weights"
+    if len(lead) >= 2:
+        where_txt = tr("batch {batch}, head {head}", batch=lead[0], head=lead[1])
+    elif lead:
+        where_txt = tr("batch {batch}", batch=lead[0])
+    else:
+        where_txt = tr("weights")
     heat = Heatmap(title=where_txt, expected=ref2[sl].tolist(), actual=w2[sl].tolist(),
                    keep=keep2[sl].tolist(), row_offset=r0, col_offset=c0)
     sums = w2.sum(-1)
@@ -231,12 +237,16 @@ def weight_evidence(actual_w: torch.Tensor, a: AttentionCase, bad: list[int] | N
                 row_sums=[round(float(s), 6) for s in sums[:64]])
 
 
-def check_attention(result: object, a: AttentionCase, *, concept: str, message: str,
+def check_attention(result: object, a: AttentionCase, *, concept: str, message: Msg | str,
                     what: str = "masked_attention", atol: float | None = None) -> Verdict:
     """Check (out, weights) against the reference and name the mistake when they differ."""
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        return Verdict.fail("signature", f"{what} must return a tuple (out, weights); it returned "
-                            f"{type(result).__name__}{'' if not isinstance(result, (tuple, list)) else f' of {len(result)}'}.")
+        got = type(result).__name__
+        if isinstance(result, (tuple, list)):
+            return Verdict.fail("signature", tr("{what} must return a tuple (out, weights); it returned {type} of {n}.",
+                                                what=what, type=got, n=len(result)))
+        return Verdict.fail("signature", tr("{what} must return a tuple (out, weights); it returned {type}.",
+                                            what=what, type=got))
     out, w = result
     for value, exp, name in ((out, a.out, "out"), (w, a.weights, "weights")):
         bad = check_structure(value, tuple(exp.oracle.shape), exp.dtype, what=f"{what}'s {name}",
@@ -253,7 +263,7 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
         empty = rows_without_keys(a.keep.cpu() if a.keep is not None else None, tuple(a.weights.oracle.shape))
         in_empty = bool((nan_rows & empty.expand(out.shape)).any())
         d = diagnose_weights(w, a) or ("fully-masked-rows" if in_empty else "numerical-stability")
-        return Verdict.fail(concept_of(d), "Your output contains NaN. " + message_of(d, message),
+        return Verdict.fail(concept_of(d), tr("Your output contains NaN. ") + message_of(d, message),
                             Evidence(nan_locations=nan_locations(out.detach().cpu().masked_fill(~nan_rows, 0))))
     cw = compare(w, a.weights, where=rows_w, atol=atol, rtol=atol)
     co = compare(out, a.out, where=rows_out, atol=atol, rtol=atol)
@@ -272,6 +282,6 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
                 specific = "mask-after-softmax"
         msg = message_of(specific, message) if specific else message
         return Verdict.fail(concept_of(specific) if specific else concept, msg,
-                            evidence_of(cw, notes=[f"weights: {cw.reason}"], **extra))
-    return Verdict.fail(concept, "Your attention weights are right, but the output is not weights @ v. " + message,
-                        evidence_of(co, notes=[f"out: {co.reason}"]))
+                            evidence_of(cw, notes=[tr("{what}: {reason}", what="weights", reason=cw.reason_text)], **extra))
+    return Verdict.fail(concept, tr("Your attention weights are right, but the output is not weights @ v. ") + message,
+                        evidence_of(co, notes=[tr("{what}: {reason}", what="out", reason=co.reason_text)]))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from grader.i18n import Msg, tr
 from grader.cases import Verdict
 from grader.results import Evidence
 from grader.checks.tolerance import Comparison, compare_flash, compare_tensors, tolerance_for
@@ -43,8 +44,9 @@ def is_tensor(value: object) -> bool:
 
 def not_a_tensor(value: object, what: str) -> Verdict:
     got = getattr(value, "type_name", None) or type_name(value)
-    return Verdict.fail("signature", f"{what} should be a torch.Tensor, but your code returned {got}.",
-                        Evidence(notes=[f"{what}: got {got}"]))
+    return Verdict.fail("signature", tr("{what} should be a torch.Tensor, but your code returned {got}.",
+                                        what=what, got=got),
+                        Evidence(notes=[tr("{what}: got {got}", what=what, got=got)]))
 
 
 def nan_locations(t: torch.Tensor, limit: int = 5) -> list[list[int]]:
@@ -62,9 +64,11 @@ def check_structure(actual: object, shape: tuple[int, ...], dtype: torch.dtype, 
     ev = Evidence(expected_shape=list(shape), actual_shape=list(actual.shape),
                   expected_dtype=str(dtype), actual_dtype=str(actual.dtype))
     if tuple(actual.shape) != tuple(shape):
-        return Verdict.fail(shape_concept, f"{what} has shape {tuple(actual.shape)}, expected {tuple(shape)}.", ev)
+        return Verdict.fail(shape_concept, tr("{what} has shape {actual}, expected {expected}.", what=what,
+                                              actual=str(tuple(actual.shape)), expected=str(tuple(shape))), ev)
     if actual.dtype != dtype:
-        return Verdict.fail(dtype_concept, f"{what} is {actual.dtype}, expected {dtype}.", ev)
+        return Verdict.fail(dtype_concept, tr("{what} is {actual}, expected {expected}.", what=what,
+                                              actual=str(actual.dtype), expected=str(dtype)), ev)
     return None
 
 
@@ -86,7 +90,7 @@ def evidence_of(c: Comparison, **extra) -> Evidence:
         expected_value=c.expected_value, actual_value=c.actual_value, **extra)
 
 
-def check_values(actual: object, exp: Expected, *, what: str, concept: str, message: str,
+def check_values(actual: object, exp: Expected, *, what: str, concept: str, message: Msg | str,
                  where: torch.Tensor | None = None, nan_concept: str | None = None,
                  atol: float | None = None, rtol: float | None = None) -> Verdict:
     """Full check of one tensor against the reference; ``message`` explains a value mismatch."""
@@ -95,14 +99,14 @@ def check_values(actual: object, exp: Expected, *, what: str, concept: str, mess
         return bad
     assert isinstance(actual, torch.Tensor)
     if actual.device.type == "meta":
-        return Verdict.fail("device-placement", f"{what} is on the meta device; it cannot be checked.")
+        return Verdict.fail("device-placement", tr("{what} is on the meta device; it cannot be checked.", what=what))
     selected = actual if where is None else actual.detach().to("cpu")[where.expand_as(actual.cpu())]
     if torch.isnan(selected.detach().to("cpu")).any():
         nans = nan_locations(actual.detach().to("cpu").masked_fill(~where.expand_as(actual.cpu()), 0)
                              if where is not None else actual)
-        return Verdict.fail(nan_concept or concept, f"{what} contains NaN. " + message,
+        return Verdict.fail(nan_concept or concept, tr("{what} contains NaN. ", what=what) + message,
                             Evidence(nan_locations=nans, actual_shape=list(actual.shape)))
     c = compare(actual, exp, where=where, atol=atol, rtol=rtol)
     if c.ok:
         return Verdict.ok()
-    return Verdict.fail(concept, message, evidence_of(c, notes=[f"{what}: {c.reason}"]))
+    return Verdict.fail(concept, message, evidence_of(c, notes=[tr("{what}: {reason}", what=what, reason=c.reason_text)]))

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from grader.i18n import N_, Msg, tr, verbatim
+
 # (substring of "Type: message", concept), first match wins.
 _PATTERNS: tuple[tuple[str, str], ...] = (
     ("without overflow", "dtype-overflow"),
@@ -46,7 +48,7 @@ def concept_of_exception(exc_type: str, message: str, default: str,
 
 # --- placeholders ---------------------------------------------------------------------------
 
-NOT_IMPLEMENTED = "Not implemented yet"
+NOT_IMPLEMENTED = N_("Not implemented yet")
 _FRAME = re.compile(r'File "<submission: ([^>]*)>", line (\d+), in (\w+)')
 
 
@@ -67,7 +69,7 @@ def _qualname(units: Iterable, label: str, line: int, name: str) -> str:
     return name
 
 
-def not_implemented_message(exc_type: str, message: str, traceback: str = "", units: Iterable = ()) -> str | None:
+def not_implemented_message(exc_type: str, message: str, traceback: str = "", units: Iterable = ()) -> Msg | None:
     """For a NotImplementedError, what the student reads (no concept, no hint); else None.
     ``units``: the submission's code units, to name a method with its class."""
     if exc_type != "NotImplementedError":
@@ -80,11 +82,13 @@ def not_implemented_message(exc_type: str, message: str, traceback: str = "", un
     frames = _FRAME.findall(traceback or "")
     if frames and frames[-1][2] != "<module>":
         label, line, name = frames[-1]
-        where = f"{_qualname(units, label, int(line), name)} still raises NotImplementedError"
+        where = tr("{name} still raises NotImplementedError", name=_qualname(units, label, int(line), name))
     else:
-        where = "your code raised NotImplementedError"
+        where = tr("your code raised NotImplementedError")
     detail = " ".join(message.split())[:120]
-    return f"{NOT_IMPLEMENTED}: {where}" + (f" ({detail})" if detail else "") + ". Write it, then check again."
+    if detail:
+        return tr("Not implemented yet: {where} ({detail}). Write it, then check again.", where=where, detail=detail)
+    return tr("Not implemented yet: {where}. Write it, then check again.", where=where)
 
 
 # --- entry points that are not what they should be ------------------------------------------
@@ -153,23 +157,32 @@ def find_rebinding(units: Iterable, name: str) -> Rebinding | None:
     return last
 
 
-def _a(type_name: str) -> str:
+def _a(type_name: str) -> Msg:
     if type_name in ("", "NoneType"):
-        return "None"
-    return ("an " if type_name.split(".")[-1][:1].lower() in "aeiou" else "a ") + type_name
+        return verbatim("None")
+    if type_name.split(".")[-1][:1].lower() in "aeiou":
+        return tr("an {type}", type=type_name)
+    return tr("a {type}", type=type_name)
 
 
 def wrong_kind_message(name: str, kind: str, signature: str, found_kind: str, type_name: str = "",
-                       rebinding: Rebinding | None = None) -> str:
+                       rebinding: Rebinding | None = None) -> Msg:
     """Entry point ``name`` should be a ``kind`` but is not: say what it is, and where it became that."""
-    if found_kind in ("function", "class"):
-        what = _a(found_kind)
+    if found_kind == "function":
+        what = tr("a function")
+    elif found_kind == "class":
+        what = tr("a class")
     else:
-        what = _a(type_name) if type_name else "not a function or class"
-    msg = f"'{name}' should be a {kind} ({signature}) but is {what}"
+        what = _a(type_name) if type_name else tr("not a function or class")
+    if kind == "class":
+        msg = tr("'{name}' should be a class ({signature}) but is {what}", name=name, signature=signature, what=what)
+    else:
+        msg = tr("'{name}' should be a function ({signature}) but is {what}", name=name, signature=signature,
+                 what=what)
     if rebinding is not None:
-        msg += (f": {rebinding.unit}, line {rebinding.line} rebinds it (`{rebinding.text}`). "
-                "Give the value another name.")
+        msg += tr(": {unit}, line {line} rebinds it (`{text}`). Give the value another name.",
+                  unit=rebinding.unit, line=rebinding.line, text=rebinding.text)
     else:
-        msg += f". Define it with `{'class' if kind == 'class' else 'def'} {name}` at the top level."
+        msg += tr(". Define it with `{keyword} {name}` at the top level.",
+                  keyword="class" if kind == "class" else "def", name=name)
     return msg

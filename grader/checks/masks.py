@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import torch
 
+from grader.i18n import Msg, tr
 from grader.cases import Verdict
 from grader.checks.compare import check_structure, is_tensor
 from grader.results import Evidence, Heatmap
 
-MASK_MESSAGES = {
-    "causal-diagonal": "Your mask hides the diagonal: a token may attend to itself, so use tril() "
-                       "(diagonal=0), not tril(-1).",
-    "causal-alignment": "With fewer queries than keys, the queries are the last positions: query i may see "
-                        "keys j <= k_len - q_len + i (bottom-right), not a top-left triangle.",
-    "mask-combination": "Keep masks combine with AND: a key is visible only if it is real and not in the future.",
-    "padding-broadcast": "Padding hides keys (columns): a (B, Lk) padding mask broadcasts as (B, 1, 1, Lk). "
-                         "True marks real tokens; with side='left' they are the last positions.",
-    "inverted": "Your mask uses the opposite convention: here True means 'may attend' (or 'real token').",
+MASK_MESSAGES: dict[str, Msg] = {
+    "causal-diagonal": tr("Your mask hides the diagonal: a token may attend to itself, so use tril() "
+                          "(diagonal=0), not tril(-1)."),
+    "causal-alignment": tr("With fewer queries than keys, the queries are the last positions: query i may see "
+                           "keys j <= k_len - q_len + i (bottom-right), not a top-left triangle."),
+    "mask-combination": tr("Keep masks combine with AND: a key is visible only if it is real and not in the future."),
+    "padding-broadcast": tr("Padding hides keys (columns): a (B, Lk) padding mask broadcasts as (B, 1, 1, Lk). "
+                            "True marks real tokens; with side='left' they are the last positions."),
+    "inverted": tr("Your mask uses the opposite convention: here True means 'may attend' (or 'real token')."),
 }
 
 
@@ -36,17 +37,19 @@ def additive_mask_verdict(actual: object, expected: torch.Tensor, what: str) -> 
     ev = Evidence(expected_shape=list(expected.shape), actual_shape=list(shape),
                   expected_dtype=str(torch.bool), actual_dtype=str(actual.dtype))
     if bool(((got == 0) | (got < -1e3)).all()) and torch.equal(got == 0, exp):
-        return Verdict.fail("mask-convention", f"{what} returned an additive {actual.dtype} mask of shape "
-                            f"{shape} (0 = visible, -inf = hidden); masks here are bool keep-masks of shape "
-                            f"{tuple(expected.shape)}, True = may attend: return `additive == 0`.", ev)
+        return Verdict.fail("mask-convention", tr(
+            "{what} returned an additive {dtype} mask of shape {shape} (0 = visible, -inf = hidden); masks here "
+            "are bool keep-masks of shape {expected}, True = may attend: return `additive == 0`.",
+            what=what, dtype=str(actual.dtype), shape=str(shape), expected=str(tuple(expected.shape))), ev)
     if bool(((got == 0) | (got == 1)).all()) and torch.equal(got == 1, exp):
-        return Verdict.fail("mask-convention", f"{what} returned a 0/1 {actual.dtype} mask of shape {shape}; "
-                            f"masks here are bool (True = may attend) of shape {tuple(expected.shape)}: "
-                            "return it with dtype=torch.bool (or .bool()).", ev)
+        return Verdict.fail("mask-convention", tr(
+            "{what} returned a 0/1 {dtype} mask of shape {shape}; masks here are bool (True = may attend) of "
+            "shape {expected}: return it with dtype=torch.bool (or .bool()).",
+            what=what, dtype=str(actual.dtype), shape=str(shape), expected=str(tuple(expected.shape))), ev)
     return None
 
 
-def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: str, message: str,
+def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: str, message: Msg | str,
                alternatives: dict[str, torch.Tensor] | None = None) -> Verdict:
     """Exact comparison of a bool mask; ``alternatives`` maps a concept to the mask that mistake builds."""
     convention = additive_mask_verdict(actual, expected, what)
@@ -55,12 +58,12 @@ def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: st
     bad = check_structure(actual, tuple(expected.shape), torch.bool, what=what, shape_concept=concept)
     if bad:
         if bad.concept == "output-dtype":
-            return Verdict.fail(concept, f"{what} must be a bool tensor (True = may attend); yours is "
-                                f"{getattr(actual, 'dtype', '?')}.", bad.evidence)
+            return Verdict.fail(concept, tr("{what} must be a bool tensor (True = may attend); yours is {dtype}.",
+                                            what=what, dtype=str(getattr(actual, "dtype", "?"))), bad.evidence)
         return bad
     assert is_tensor(actual)
     if actual.device.type == "meta":
-        return Verdict.fail("device-placement", f"{what} unexpectedly came back on the meta device.")
+        return Verdict.fail("device-placement", tr("{what} unexpectedly came back on the meta device.", what=what))
     got, exp = actual.cpu(), expected.cpu()
     if torch.equal(got, exp):
         return Verdict.ok()
@@ -68,7 +71,7 @@ def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: st
     first = [int(i) for i in wrong[0].tolist()]
     ev = Evidence(first_bad_index=first, expected_value=float(exp[tuple(first)]),
                   actual_value=float(got[tuple(first)]), heatmaps=mask_heatmaps(got, exp),
-                  notes=[f"{len(wrong)} of {exp.numel()} cells differ"])
+                  notes=[tr("{n} of {total} cells differ", n=len(wrong), total=exp.numel())])
     if torch.equal(got, ~exp):
         return Verdict.fail("mask-convention", MASK_MESSAGES["inverted"], ev)
     for alt_concept, alt in (alternatives or {}).items():
@@ -87,7 +90,7 @@ def mask_heatmaps(got: torch.Tensor, exp: torch.Tensor, limit: int = 3) -> list[
             break
         if exp.dim() > 2 and torch.equal(g2[i], e2[i]):
             continue
-        title = "mask" if g2.shape[0] == 1 else f"item {i}"
+        title = tr("mask") if g2.shape[0] == 1 else tr("item {i}", i=i)
         maps.append(Heatmap(title=title, expected=e2[i][:16, :16].float().tolist(),
                             actual=g2[i][:16, :16].float().tolist(), keep=e2[i][:16, :16].tolist(), kind="mask"))
     return maps

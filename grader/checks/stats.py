@@ -17,12 +17,13 @@ import math
 
 import torch
 
+from grader.i18n import Msg, tr
 from grader.cases import Verdict
 from grader.checks.compare import is_tensor, not_a_tensor
 from grader.results import Evidence
 
 
-def frequency_problems(samples: torch.Tensor, probs: torch.Tensor, *, k: float = 5.0) -> list[str]:
+def frequency_problems(samples: torch.Tensor, probs: torch.Tensor, *, k: float = 5.0) -> list[Msg]:
     """For 1-D integer ``samples`` of outcomes 0..V-1 and a (V,) reference distribution: one line per
     outcome whose count is more than ``k`` sigma (+1) from n p, worst first ([] when all are within)."""
     n = samples.numel()
@@ -34,30 +35,33 @@ def frequency_problems(samples: torch.Tensor, probs: torch.Tensor, *, k: float =
     excess = (counts - mean).abs() - (k * sigma + 1.0)
     bad = torch.nonzero(excess > 0).flatten().tolist()
     bad.sort(key=lambda i: -float(excess[i] / max(float(sigma[i]), 1e-12)))
-    return [f"outcome {i}: drawn {int(counts[i])} times in {n}, expected {mean[i]:.1f} ± {k:g}·{sigma[i]:.1f}"
-            for i in bad]
+    return [tr("outcome {i}: drawn {count} times in {n}, expected {mean} ± {k}·{sigma}", i=i, count=int(counts[i]),
+               n=n, mean=f"{mean[i]:.1f}", k=f"{k:g}", sigma=f"{sigma[i]:.1f}") for i in bad]
 
 
-def check_frequencies(actual: object, probs: torch.Tensor, *, what: str, concept: str, message: str,
+def check_frequencies(actual: object, probs: torch.Tensor, *, what: str, concept: str, message: Msg | str,
                       k: float = 5.0) -> Verdict:
     """Check the draws ``actual`` (a 1-D integer tensor of outcomes) against the distribution ``probs``."""
     if not is_tensor(actual):
         return not_a_tensor(actual, what)
     assert isinstance(actual, torch.Tensor)
     if actual.dtype.is_floating_point or actual.dtype in (torch.bool, torch.complex64, torch.complex128):
-        return Verdict.fail(concept, f"{what} should hold integer outcomes, but is {actual.dtype}.",
+        return Verdict.fail(concept, tr("{what} should hold integer outcomes, but is {dtype}.", what=what,
+                                        dtype=str(actual.dtype)),
                             Evidence(actual_dtype=str(actual.dtype)))
     if actual.device.type == "meta":
-        return Verdict.fail(concept, f"{what} is on the meta device; it cannot be checked.")
+        return Verdict.fail(concept, tr("{what} is on the meta device; it cannot be checked.", what=what))
     flat = actual.detach().to("cpu").flatten()
     V = probs.numel()
     if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= V):
-        return Verdict.fail(concept, f"{what} holds outcomes outside 0..{V - 1}: " + message,
-                            Evidence(notes=[f"{what}: min {int(flat.min())}, max {int(flat.max())}"]))
+        return Verdict.fail(concept, tr("{what} holds outcomes outside 0..{last}: ", what=what, last=V - 1) + message,
+                            Evidence(notes=[tr("{what}: min {min}, max {max}", what=what, min=int(flat.min()),
+                                               max=int(flat.max()))]))
     problems = frequency_problems(flat, probs, k=k)
     if not problems:
         return Verdict.ok()
-    return Verdict.fail(concept, message, Evidence(notes=[f"{what}: {p}" for p in problems[:5]]))
+    return Verdict.fail(concept, message, Evidence(notes=[tr("{what}: {reason}", what=what, reason=p)
+                                                          for p in problems[:5]]))
 
 
 def sigma_of_count(n: int, p: float) -> float:

@@ -9,9 +9,12 @@ exact ``torch.Tensor`` with a dense (strided) layout and real values gives a fai
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+
+from grader.i18n import Msg, tr
+from grader.results import split_message
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,17 @@ class Comparison:
     actual_value: float | None
     """Student value at ``first_bad_index``."""
     reason: str
-    """"" when ok; else one line, e.g. "shape (2, 3) != (2, 4)" or "error 0.31 > allowed 0.02"."""
+    """"" when ok; else one line, e.g. "shape (2, 3) != (2, 4)" or "error 0.31 > allowed 0.02" (English:
+    a `Msg` given here moves to ``reason_i18n``)."""
+    reason_i18n: Msg | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        split_message(self, "reason", "reason_i18n")
+
+    @property
+    def reason_text(self) -> Msg | str:
+        """The reason, translatable where it was given as a `Msg`."""
+        return self.reason_i18n if self.reason_i18n is not None else self.reason
 
 
 _TOLERANCES = {
@@ -53,7 +66,7 @@ def tolerance_for(dtype: torch.dtype) -> tuple[float, float]:
     return _TOLERANCES[dtype]
 
 
-def _fail(reason: str, *, err: float = float("nan"), allowed: float = float("nan")) -> Comparison:
+def _fail(reason: Msg | str, *, err: float = float("nan"), allowed: float = float("nan")) -> Comparison:
     return Comparison(False, err, allowed, None, None, None, reason)
 
 
@@ -62,16 +75,16 @@ def _type_name(obj) -> str:
     return type.__dict__["__qualname__"].__get__(type(obj))
 
 
-def _plain_problem(t, what: str) -> str:
+def _plain_problem(t, what: str) -> Msg | str:
     """Why ``t`` cannot be compared, or "" when it is a plain dense real tensor."""
     if type(t) is not torch.Tensor:  # exact type: a subclass could override any method
-        return f"{what} is a {_type_name(t)}, not a plain torch.Tensor"
+        return tr("{what} is a {type}, not a plain torch.Tensor", what=what, type=_type_name(t))
     if t.layout != torch.strided:
-        return f"{what} has layout {t.layout}, expected a dense (strided) tensor"
+        return tr("{what} has layout {layout}, expected a dense (strided) tensor", what=what, layout=str(t.layout))
     if t.is_meta:
-        return f"{what} is on the meta device and has no values"
+        return tr("{what} is on the meta device and has no values", what=what)
     if t.dtype.is_complex or t.is_quantized:
-        return f"{what} has dtype {t.dtype}, expected a real dtype"
+        return tr("{what} has dtype {dtype}, expected a real dtype", what=what, dtype=str(t.dtype))
     return ""
 
 
@@ -82,7 +95,7 @@ def _as_float64(t: torch.Tensor) -> torch.Tensor:
 def _check_reference(t, what: str) -> torch.Tensor:
     problem = _plain_problem(t, what)
     if problem:  # the grader passed a bad reference: an operator error, not a student's
-        raise TypeError(problem)
+        raise TypeError(str(problem))
     return _as_float64(t)
 
 
@@ -130,10 +143,11 @@ def _nonfinite(a: torch.Tensor, e: torch.Tensor, sel: torch.Tensor, allowed) -> 
         return None
     flat = int(torch.nonzero(bad.reshape(-1))[0, 0])
     idx = _unravel(flat, a.shape)
-    kind = "NaN" if bool(torch.isnan(a[idx])) else ("inf" if bool(torch.isinf(a[idx])) else "NaN in expected")
+    kind = "NaN" if bool(torch.isnan(a[idx])) else ("inf" if bool(torch.isinf(a[idx])) else "")
     allowed_at = float(allowed[idx]) if isinstance(allowed, torch.Tensor) else float(allowed)
     return Comparison(False, float("nan") if kind != "inf" else float("inf"), allowed_at, idx,
-                      float(e[idx]), float(a[idx]), f"{kind} at {idx}")
+                      float(e[idx]), float(a[idx]), tr("{kind} at {index}", kind=kind, index=str(idx)) if kind
+                      else tr("NaN in expected at {index}", index=str(idx)))
 
 
 def _errors(a: torch.Tensor, e: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
@@ -201,7 +215,8 @@ def compare_tensors(actual, expected, *, atol: float, rtol: float, where=None,
         return Comparison(True, max_err, allowed_at, None, None, None, "")
     idx = _unravel(int(excess.reshape(-1).argmax()), e.shape)
     return Comparison(False, max_err, float(allowed[idx]), idx, float(e[idx]), float(a[idx]),
-                      f"error {float(err[idx]):.3g} > allowed {float(allowed[idx]):.3g} at {idx}")
+                      tr("error {error} > allowed {allowed} at {index}", error=f"{float(err[idx]):.3g}",
+                         allowed=f"{float(allowed[idx]):.3g}", index=str(idx)))
 
 
 def compare_flash(actual, oracle, naive, *, factor: float = 2.0, abs_term: float = 1e-5,
@@ -236,5 +251,6 @@ def compare_flash(actual, oracle, naive, *, factor: float = 2.0, abs_term: float
         return Comparison(True, max_err, allowed, None, None, None, "")
     idx = _unravel(int(err.reshape(-1).argmax()), o.shape)
     return Comparison(False, max_err, allowed, idx, float(o[idx]), float(a[idx]),
-                      f"error {max_err:.3g} > allowed {allowed:.3g} "
-                      f"({factor:g} x naive error + {abs_term:g}) at {idx}")
+                      tr("error {error} > allowed {allowed} ({factor} x naive error + {abs_term}) at {index}",
+                         error=f"{max_err:.3g}", allowed=f"{allowed:.3g}", factor=f"{factor:g}",
+                         abs_term=f"{abs_term:g}", index=str(idx)))

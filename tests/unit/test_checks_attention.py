@@ -40,7 +40,7 @@ def test_a_finite_fill_without_a_guard_is_diagnosed_as_uniform_rows(seed, lq, lk
     a = attention_case(q, k, v, keep)
     verdict = check_attention(student(q, k, v, keep), a, concept="fully-masked-rows", message="generic")
     assert not verdict.passed and verdict.concept == "fully-masked-rows"
-    assert verdict.message == MESSAGES["fully-masked-rows/uniform"]
+    assert verdict.message_i18n == MESSAGES["fully-masked-rows/uniform"]
     assert "finfo" in verdict.message and "1/Lk" in verdict.message and "large finite" not in verdict.message
     # The same fill with the guard is right, and is not taken for the mistake.
     guarded = student(q, k, v, keep, guard=True)
@@ -54,7 +54,7 @@ def test_uniform_rows_in_half_precision_too():
     keep[2] = False
     verdict = check_attention(student(q, k, v, keep), attention_case(q, k, v, keep), concept="fully-masked-rows",
                               message="generic")
-    assert verdict.concept == "fully-masked-rows" and verdict.message == MESSAGES["fully-masked-rows/uniform"]
+    assert verdict.concept == "fully-masked-rows" and verdict.message_i18n == MESSAGES["fully-masked-rows/uniform"]
 
 
 def test_nan_rows_from_minus_inf_are_not_called_uniform():

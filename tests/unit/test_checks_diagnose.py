@@ -24,13 +24,13 @@ TB_METHOD = ('Traceback (most recent call last):\n  File "<submission: mha.py>",
 def test_a_placeholder_is_named_with_its_class():
     units = [CodeUnit("mha.py", None, "import torch\n\n\nclass KVCache:\n    x = 1\n\n\nclass Other:\n"
                                       "    def __init__(self):\n        raise NotImplementedError\n")]
-    assert not_implemented_message("NotImplementedError", "", TB_METHOD, units) == (
+    assert str(not_implemented_message("NotImplementedError", "", TB_METHOD, units)) == (
         "Not implemented yet: Other.__init__ still raises NotImplementedError. Write it, then check again.")
 
 
 def test_a_placeholder_function_and_its_message():
     tb = 'File "<submission: code cell 3>", line 2, in causal_mask\n    raise NotImplementedError("todo")\n'
-    msg = not_implemented_message("NotImplementedError", "todo", tb)
+    msg = str(not_implemented_message("NotImplementedError", "todo", tb))
     assert msg == "Not implemented yet: causal_mask still raises NotImplementedError (todo). Write it, then check again."
 
 
@@ -44,7 +44,7 @@ def test_pytorchs_own_not_implemented_error_is_no_placeholder():
 
 def test_other_exceptions_are_no_placeholder():
     assert not_implemented_message("ValueError", "x", TB_METHOD) is None
-    assert not_implemented_message("NotImplementedError", "", "").startswith(
+    assert str(not_implemented_message("NotImplementedError", "", "")).startswith(
         f"{NOT_IMPLEMENTED}: your code raised NotImplementedError")
 
 
@@ -86,13 +86,13 @@ def test_the_last_module_level_assignment_wins(name, blank_lines):
 
 def test_the_message_names_the_type_and_the_cell_and_has_an_article():
     r = Rebinding("code cell 7", 3, "causal_mask = causal_mask(seq_len)")
-    msg = wrong_kind_message("causal_mask", "function", "causal_mask(q_len)", "other", "torch.Tensor", r)
+    msg = str(wrong_kind_message("causal_mask", "function", "causal_mask(q_len)", "other", "torch.Tensor", r))
     assert msg == ("'causal_mask' should be a function (causal_mask(q_len)) but is a torch.Tensor: code cell 7, "
                    "line 3 rebinds it (`causal_mask = causal_mask(seq_len)`). Give the value another name.")
-    assert " an int." in wrong_kind_message("f", "function", "f()", "other", "int")
-    assert " is None." in wrong_kind_message("f", "function", "f()", "other", "NoneType")
-    assert " is a function." in wrong_kind_message("C", "class", "class C", "function")
-    assert "a other" not in wrong_kind_message("f", "function", "f()", "other")
+    assert " an int." in str(wrong_kind_message("f", "function", "f()", "other", "int"))
+    assert " is None." in str(wrong_kind_message("f", "function", "f()", "other", "NoneType"))
+    assert " is a function." in str(wrong_kind_message("C", "class", "class C", "function"))
+    assert "a other" not in str(wrong_kind_message("f", "function", "f()", "other"))
 
 
 # --- exceptions that name a mistake ------------------------------------------------------------
