@@ -31,7 +31,7 @@ def split_message(obj: Any, text: str, i18n: str) -> None:
         object.__setattr__(obj, text, str(value))
 
 # The built-in (attention) vocabulary: titles of the concepts results graded before assignments
-# declared their own (grader/concepts.py). New assignments declare theirs in spec.toml.
+# declared their own (grader/assignment/concepts.py). New assignments declare theirs in spec.toml.
 CONCEPTS: dict[str, str] = {
     "mask-fill-value": "Masked scores must be -inf (or finfo(dtype).min) before the softmax",
     "mask-after-softmax": "The mask must be applied before the softmax, not to the weights",
@@ -299,12 +299,6 @@ class GradeReport:
     """The language the student's feedback was chosen in ("en", "zh-CN"); ``grader report --lang``
     renders the same results in another."""
     schema_version: int = SCHEMA_VERSION
-
-    def vocabulary(self) -> dict[str, Concept]:
-        """Concept id -> Concept as graded (the built-in vocabulary for results that carry none)."""
-        from grader.concepts import vocabulary
-
-        return vocabulary(self.concepts)
 
     def concepts_failed(self) -> list[str]:
         seen: list[str] = []

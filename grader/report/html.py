@@ -22,6 +22,7 @@ from grader import __version__
 from grader.i18n import DEFAULT, normalise, translations
 from grader.report.view import build_view, concept_explanation
 from grader.results import GradeReport
+from grader.assignment.concepts import vocabulary
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,7 +70,7 @@ def render_submission(report: GradeReport, *, release_hidden: bool = False, lang
     lang = normalise(lang or report.lang) or DEFAULT
     view = build_view(report, release_hidden=release_hidden, lang=lang)
     return render_page("report.html", "report.js", lang, v=view,
-                       load_explanation=concept_explanation(report.vocabulary(), "load-error", lang))
+                       load_explanation=concept_explanation(vocabulary(report.concepts), "load-error", lang))
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:

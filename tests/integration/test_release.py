@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 import grader
-from grader.assignments import load_assignment
-from grader.cli import main
-from grader.kit import reference_lines, shipped_texts
+from grader.assignment.spec import load_assignment
+from grader.cli.app import main
+from grader.authoring.release import reference_lines, shipped_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBS = ROOT / "submissions" / "masked-attention"
@@ -90,7 +90,7 @@ def test_no_hidden_case_id_title_source_or_seed_in_the_kit(kit):
     reference_code = reference_lines("reference")
     assert len(reference_code) > 100
     texts = shipped_texts(kit)  # the wheel opened member by member
-    assert any(name.endswith("!grader/engine.py") for name, _ in texts)
+    assert any(name.endswith("!grader/grading/engine.py") for name, _ in texts)
     for name, text in texts:
         for s in secrets:
             assert not re.search(rf"(?<!\w){re.escape(s)}(?!\w)", text), f"{name} contains {s!r}"

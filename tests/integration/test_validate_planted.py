@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
-from grader.cli import main
+from grader.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
