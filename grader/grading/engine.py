@@ -37,6 +37,7 @@ from grader.sandbox import (Limits, OffPlan, Sandbox, SandboxError, StudentError
                             WorkerTimeout)
 from grader.grading.scoring import total
 from grader.grading.proxy import Student
+from grader.i18n import Msg, tr, verbatim
 
 
 def limits_for(assignment: Assignment) -> Limits:
@@ -355,26 +356,31 @@ class Engine:
             # cannot get through either is inconclusive for everyone; otherwise raising is an error.
             device_case = inst.case.concept == "device-placement"
             if device_case and not self.reference_runs(inst):
-                return _Outcome(Outcome.PASSED, Verdict.ok(
+                return _Outcome(Outcome.PASSED, Verdict.ok(tr(
                     "Inconclusive on this device: the reference cannot make these calls here either; "
-                    "not counted against you."))
+                    "not counted against you.")))
             concept = concept_of_exception(e.exc_type, e.message, inst.case.concept, inst.case.on_error)
             if concept not in self.assignment.concepts:  # PyTorch's well-known errors: only where declared
                 concept = inst.case.concept
-            return _Outcome(Outcome.ERROR, Verdict.fail(
-                concept, f"Your code raised {e.exc_type}" + (f": {_short(e.message)}" if e.message.strip() else "")
-                + f". {self.assignment.concepts[concept].title}."
-                + (" The reference makes the same calls on these inputs without an error (meta tensors have "
-                   "no values: steps such as .item() or `if mask.any():` cannot run on them)." if device_case else ""),
-                Evidence(traceback=e.traceback)))
+            rule = tr(self.assignment.concepts[concept].title)  # a catalog msgid: spec.toml titles are extracted
+            if e.message.strip():
+                said = tr("Your code raised {exc}: {detail}. {rule}.", exc=e.exc_type, detail=_short(e.message), rule=rule)
+            else:
+                said = tr("Your code raised {exc}. {rule}.", exc=e.exc_type, rule=rule)
+            if device_case:
+                said += tr(" The reference makes the same calls on these inputs without an error (meta tensors have "
+                           "no values: steps such as .item() or `if mask.any():` cannot run on them).")
+            return _Outcome(Outcome.ERROR, Verdict.fail(concept, said, Evidence(traceback=e.traceback)))
         except WorkerTimeout as e:
-            return _Outcome(Outcome.TIMEOUT, Verdict.fail(
-                "timeout", f"Your code ran past the time limit ({e}). Look for an endless loop or a very slow step."))
+            return _Outcome(Outcome.TIMEOUT, Verdict.fail("timeout", tr(
+                "Your code ran past the time limit ({detail}). Look for an endless loop or a very slow step.",
+                detail=e.text)))
         except WorkerCrashed as e:
-            return _Outcome(Outcome.ERROR, Verdict.fail("crash", f"The process running your code died: {e}."))
+            return _Outcome(Outcome.ERROR, Verdict.fail("crash", tr("The process running your code died: {detail}.",
+                                                                    detail=e.text)))
         except WireError as e:
             return _Outcome(Outcome.ERROR, Verdict.fail(
-                "signature", f"Your code returned something the grader cannot accept: {e}."))
+                "signature", tr("Your code returned something the grader cannot accept: {detail}.", detail=str(e))))
         except (SandboxError, OffPlan, GraderError):
             raise
         except Exception as e:  # the case's check itself failed: the author's mistake
@@ -402,22 +408,22 @@ class Engine:
             self._reference_runs[inst.id] = known
         return known
 
-    def _missing_names(self, worker, sub: LoadedSubmission) -> dict[str, str]:
+    def _missing_names(self, worker, sub: LoadedSubmission) -> dict[str, Msg]:
         """Entry point -> message, for entry points the submission lacks or defines as the wrong kind."""
         eps = self.assignment.entry_points
         try:
             infos = worker.describe_all([ep.name for ep in eps]) if eps else {}
         except SandboxError as e:
-            return {ep.name: f"Could not inspect '{ep.name}': {e}" for ep in eps}
-        out: dict[str, str] = {}
+            return {ep.name: tr("Could not inspect '{name}': {detail}", name=ep.name, detail=str(e)) for ep in eps}
+        out: dict[str, Msg] = {}
         for ep in eps:
             info = infos[ep.name]
             if info.kind == ep.kind:
                 continue
-            found = ", ".join(info.available) or "nothing callable"
+            found = verbatim(", ".join(info.available)) if info.available else tr("nothing callable")
             if info.kind == "missing":
-                out[ep.name] = (f"Your submission defines no '{ep.name}'; found: {found}. "
-                                f"Define {ep.signature}.")
+                out[ep.name] = tr("Your submission defines no '{name}'; found: {found}. Define {signature}.",
+                                  name=ep.name, found=found, signature=ep.signature)
             else:
                 out[ep.name] = wrong_kind_message(ep.name, ep.kind, ep.signature, info.kind,
                                                   getattr(info, "type_name", ""), find_rebinding(sub.units, ep.name))
@@ -433,14 +439,14 @@ class Engine:
         return CaseResult(
             id=inst.id, title=inst.case.title, outcome=outcome,
             points=Points(inst.points if passed else 0.0, inst.points), hidden=inst.case.hidden,
-            concept=None if passed or v.placeholder else (v.concept or inst.case.concept), message=v.message,
+            concept=None if passed or v.placeholder else (v.concept or inst.case.concept), message=v.text,
             evidence=v.evidence, duration_s=round(duration, 4))
 
-    def report_without_results(self, info: SubmissionInfo, concept: str, message: str) -> GradeReport:
+    def report_without_results(self, info: SubmissionInfo, concept: str, message: Msg | str) -> GradeReport:
         """A submission none of whose cases could run still gets a report: score 0 and the reason."""
         return self._report(info, self._all_failed(concept, message), LoadInfo(ok=False, message=message))
 
-    def _all_failed(self, concept: str, message: str) -> list[CaseResult]:
+    def _all_failed(self, concept: str, message: Msg | str) -> list[CaseResult]:
         outcome = Outcome.TIMEOUT if concept == "timeout" else Outcome.ERROR
         return [self._result(i, outcome, Verdict.fail(concept, message)) for i in self.instances]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from grader.i18n import Msg, tr
+
 
 class SandboxError(Exception):
     """Base class: something went wrong running the submission in its worker."""
@@ -24,8 +26,10 @@ class StudentError(SandboxError):
 class WorkerTimeout(SandboxError):
     """The worker ran past a wall-clock limit and was killed (with everything it started)."""
 
-    def __init__(self, phase: str, seconds: float):
-        super().__init__(f"time limit of {seconds:g} s exceeded while {phase}")
+    def __init__(self, phase: "Msg | str", seconds: float):
+        self.text = tr("time limit of {seconds} s exceeded while {phase}", seconds=f"{seconds:g}", phase=phase)
+        """What the student reads, translatable."""
+        super().__init__(str(self.text))
         self.phase = phase
         self.seconds = seconds
 
@@ -33,10 +37,12 @@ class WorkerTimeout(SandboxError):
 class WorkerCrashed(SandboxError):
     """The worker died or was stopped: kind is "memory", "signal", "exit", "output" or "disk"."""
 
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
+    def __init__(self, kind: str, message: "Msg | str"):
+        super().__init__(str(message))
         self.kind = kind
-        self.message = message
+        self.message = str(message)
+        self.text = message
+        """``message`` as given: translatable when it is a `Msg`."""
 
 
 class WireError(SandboxError):

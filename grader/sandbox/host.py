@@ -35,6 +35,7 @@ from grader.sandbox import jail, prestart, selftest
 from grader.sandbox.errors import OffPlan, SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
 from grader.sandbox.wire import (MAX_HEADER_BYTES, PREFIX, Handle, check_prefix, decode_frame,
                                  encode_frame)
+from grader.i18n import Msg, join, tr
 
 LINUX = sys.platform.startswith("linux")
 GiB = 1 << 30
@@ -558,7 +559,7 @@ class Worker:
     def _run_units(self, units: list) -> LoadReport:
         msg = _load_msg(units)
         try:
-            reply = self._request(msg, self.limits.import_timeout_s, "loading the submission")
+            reply = self._request(msg, self.limits.import_timeout_s, tr("loading the submission"))
         except (WorkerTimeout, WorkerCrashed, WireError) as e:
             return LoadReport(ok=False, message=_load_failure_message(e), failure=e)
         if not reply.get("ok"):
@@ -574,10 +575,10 @@ class Worker:
         ok = bool(reply.get("completed")) or bool(defined)
         message = ""
         if errors:
-            where = ", ".join(f"cell {e.cell}" if e.cell else "the module" for e in errors)
-            message = f"{len(errors)} unit(s) raised while loading ({where}); grading went on."
+            where = join([tr("cell {n}", n=e.cell) if e.cell else tr("the module") for e in errors], ", ")
+            message = tr("{n} unit(s) raised while loading ({where}); grading went on.", n=len(errors), where=where)
             if not ok:
-                message = f"The submission failed to load: {errors[0].error}"
+                message = tr("The submission failed to load: {error}", error=errors[0].error)
         return LoadReport(ok=ok, message=message, cell_errors=errors, defined=defined)
 
     # -- public API --
@@ -588,7 +589,7 @@ class Worker:
         return tuple(untrusted.text(self._kept[k].decode("utf-8", "replace"), None) for k in ("out", "err"))
 
     def describe(self, name: str) -> NameInfo:
-        r = self._call({"op": "describe", "name": name}, "describing " + repr(name))
+        r = self._call({"op": "describe", "name": name}, tr("describing {names}", names=repr(name)))
         return NameInfo(name=name, kind=_s(r.get("kind")), signature=r.get("signature"),
                         params=tuple(map(str, r.get("params") or [])),
                         available=tuple(map(str, r.get("available") or [])), type_name=dotted_type_name(r.get("type")))
@@ -596,7 +597,7 @@ class Worker:
     def describe_all(self, names: list[str]) -> dict[str, NameInfo]:
         """describe() for several names in one round trip."""
         names = [str(n) for n in names]
-        r = self._call(_describe_msg(names), "describing " + ", ".join(map(repr, names)))
+        r = self._call(_describe_msg(names), tr("describing {names}", names=", ".join(map(repr, names))))
         infos = r.get("infos")
         if type(infos) is not list or len(infos) != len(names) or any(type(i) is not dict for i in infos):
             raise WireError("describe_all reply does not match the names asked for")
@@ -609,23 +610,23 @@ class Worker:
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self._call({"op": "call", "name": name, "args": list(args), "kwargs": kwargs},
-                          f"calling {name}()")["value"]
+                          tr("calling {name}()", name=name))["value"]
 
     def call_method(self, handle: Handle, method: str, *args: Any, **kwargs: Any) -> Any:
         self._check_handle(handle)
         return self._call({"op": "call_method", "handle": handle, "method": method, "args": list(args),
-                           "kwargs": kwargs}, f"calling {handle.type_name}.{method}()")["value"]
+                           "kwargs": kwargs}, tr("calling {name}()", name=f"{handle.type_name}.{method}"))["value"]
 
     def state_dict(self, handle: Handle) -> dict[str, Any]:
         self._check_handle(handle)
-        value = self._call({"op": "state_dict", "handle": handle}, "reading state_dict()")["value"]
+        value = self._call({"op": "state_dict", "handle": handle}, tr("reading state_dict()"))["value"]
         if type(value) is not dict:
             raise WireError("state_dict reply is not a dict")
         return value
 
     def load_state_dict(self, handle: Handle, state: dict) -> None:
         self._check_handle(handle)
-        self._call({"op": "load_state_dict", "handle": handle, "state": dict(state)}, "loading a state_dict")
+        self._call({"op": "load_state_dict", "handle": handle, "state": dict(state)}, tr("loading a state_dict"))
 
     def vjp(self, target: str | tuple[Handle, str], args: Any, kwargs: dict | None = None, *,
             wrt: list[int], cotangent: Any, output_index: int | None = None) -> tuple[Any, list]:
@@ -638,7 +639,7 @@ class Worker:
             tgt, what = str(target), str(target)
         r = self._call({"op": "vjp", "target": tgt, "args": list(args), "kwargs": dict(kwargs or {}),
                         "wrt": [int(i) for i in wrt], "cotangent": cotangent,
-                        "output_index": output_index}, f"computing gradients of {what}")
+                        "output_index": output_index}, tr("computing gradients of {what}", what=what))
         grads = r.get("grads")
         if type(grads) is not list or len(grads) != len(wrt):
             raise WireError("vjp reply has the wrong number of gradients")
@@ -703,7 +704,7 @@ class Worker:
         if type(handle) is not Handle or handle.worker != self._token:
             raise SandboxError("this handle does not belong to this worker")
 
-    def _call(self, msg: dict, phase: str) -> dict:
+    def _call(self, msg: dict, phase: Msg | str) -> dict:
         reply = self._request(msg, self.limits.call_timeout_s, phase)
         if not reply.get("ok"):
             err = reply.get("error")
@@ -743,7 +744,7 @@ class Worker:
             self._next_frame(timeout, "repeating earlier calls", owed_after=len(self._sent) - 1)
             self._sent.popleft()
 
-    def _request(self, msg: dict | None, timeout: float, phase: str) -> dict:
+    def _request(self, msg: dict | None, timeout: float, phase: Msg | str) -> dict:
         """Send `msg` (None: just wait for the hello) and return its reply."""
         if self._closed:
             raise SandboxError("the worker is closed")
@@ -763,7 +764,7 @@ class Worker:
         self._sent.popleft()
         return self._decode(reply, phase)
 
-    def _next_frame(self, timeout: float, phase: str, owed_after: int) -> bytes:
+    def _next_frame(self, timeout: float, phase: Msg | str, owed_after: int) -> bytes:
         """The next reply frame (prefix included), writing queued requests while waiting for it.
         `owed_after`: replies still owed once this one is read (more bytes than that are an error)."""
         now = time.monotonic()
@@ -787,7 +788,7 @@ class Worker:
             now = time.monotonic()
             if now >= deadline:
                 seconds = timeout if limit_at <= self._deadline else self.limits.submission_timeout_s
-                which = phase if limit_at <= self._deadline else f"{phase} (whole-submission limit)"
+                which = phase if limit_at <= self._deadline else tr("{phase} (whole-submission limit)", phase=phase)
                 self._die(WorkerTimeout(which, seconds), "timeout")
             if "rss" in self._sb.features and now >= next_poll:
                 next_poll = now + 0.1
@@ -832,7 +833,7 @@ class Worker:
         except OSError:
             return False
 
-    def _decode(self, frame: bytes, phase: str) -> dict:
+    def _decode(self, frame: bytes, phase: Msg | str) -> dict:
         hlen, _ = PREFIX.unpack_from(frame)
         h0 = PREFIX.size
         header = frame[h0:h0 + hlen]
@@ -867,8 +868,8 @@ class Worker:
             kept += data[:room]
         self._total_out += len(data)
         if self._total_out > self.limits.kill_output_bytes and self._dead is None:
-            self._die(WorkerCrashed("output", f"the submission printed more than "
-                                    f"{self.limits.kill_output_bytes >> 20} MiB of output"), "output")
+            self._die(WorkerCrashed("output", tr("the submission printed more than {mib} MiB of output",
+                                                 mib=self.limits.kill_output_bytes >> 20)), "output")
 
     def _drain_output(self) -> None:
         for _ in range(256):
@@ -891,7 +892,7 @@ class Worker:
         self._dead = error
         raise error
 
-    def _crashed(self, phase: str):
+    def _crashed(self, phase: Msg | str):
         """The channel closed: find out how the worker died, then raise WorkerCrashed."""
         self._kill("eof")
         st = (self._exit or {}).get("status", {})
@@ -904,14 +905,16 @@ class Worker:
             except ValueError:
                 name = str(sig)
             if sig == signal.SIGXCPU:
-                err = WorkerCrashed("signal", f"the worker used up its CPU time while {phase}")
+                err = WorkerCrashed("signal", tr("the worker used up its CPU time while {phase}", phase=phase))
             else:
-                err = WorkerCrashed("signal", f"the worker was killed by {name} while {phase}")
+                err = WorkerCrashed("signal", tr("the worker was killed by {signal} while {phase}", signal=name,
+                                                 phase=phase))
         elif "exit" in st:
-            err = WorkerCrashed("exit", f"the submission's process exited (exit code {st['exit']}) while "
-                                f"{phase}; code that calls os._exit() or exit() stops its own grading")
+            err = WorkerCrashed("exit", tr("the submission's process exited (exit code {code}) while {phase}; code "
+                                           "that calls os._exit() or exit() stops its own grading",
+                                           code=st["exit"], phase=phase))
         else:
-            err = WorkerCrashed("exit", f"the worker stopped while {phase}")
+            err = WorkerCrashed("exit", tr("the worker stopped while {phase}", phase=phase))
         self._dead = err
         raise err
 
@@ -1085,21 +1088,22 @@ def _s(v: Any) -> str:
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-def _disk_message(limits: Limits) -> str:
-    return (f"your code wrote more than its files may hold ({limits.scratch_bytes >> 20} MiB and "
-            f"{limits.scratch_files} files in all, {limits.max_file_bytes >> 20} MiB in one file), "
-            "so it was stopped")
+def _disk_message(limits: Limits) -> Msg:
+    return tr("your code wrote more than its files may hold ({total} MiB and {files} files in all, {one} MiB in "
+              "one file), so it was stopped", total=limits.scratch_bytes >> 20, files=limits.scratch_files,
+              one=limits.max_file_bytes >> 20)
 
 
-def _memory_message(limits: Limits, phase: str) -> str:
-    return f"the worker went over its memory limit of {limits.memory_bytes / GiB:.2g} GiB while {phase}"
+def _memory_message(limits: Limits, phase: "Msg | str") -> Msg:
+    return tr("the worker went over its memory limit of {gib} GiB while {phase}",
+              gib=f"{limits.memory_bytes / GiB:.2g}", phase=phase)
 
 
-def _load_failure_message(e: SandboxError) -> str:
+def _load_failure_message(e: SandboxError) -> Msg:
     if isinstance(e, WorkerTimeout):
-        return (f"Loading the submission took longer than {e.seconds:g} s. Move long-running code "
-                "(training loops, demos) out of the top level or behind `if __name__ == \"__main__\":`.")
-    return f"The submission could not be loaded: {e}"
+        return tr("Loading the submission took longer than {seconds} s. Move long-running code (training loops, "
+                  "demos) out of the top level or behind `if __name__ == \"__main__\":`.", seconds=f"{e.seconds:g}")
+    return tr("The submission could not be loaded: {detail}", detail=getattr(e, "text", None) or str(e))
 
 
 descendants = prestart.descendants
