@@ -8,6 +8,7 @@ import reference
 from grader.cases import Setup, SetupContext, Verdict
 from grader.checks.attention import MESSAGES, attention_case, check_attention
 from grader.checks.compare import Expected, check_structure, check_values
+from grader.i18n import tr
 
 
 def qkv(ctx: SetupContext, B: int, H: int, Lq: int, Lk: int, D: int, *, dtype=torch.float32,
@@ -74,15 +75,17 @@ def check_fully_masked(student, s: Setup, *, message: str = MESSAGES["fully-mask
                            wrt=[0, 1, 2], cotangent=s.extra["cotangent"], output_index=0)
     for name, got, want in zip(("dQ", "dK", "dV"), grads, s.extra["grads"]):
         if got is None:
-            return Verdict.fail("fully-masked-rows", f"No gradient reached {name[1].lower()}: the output must be "
-                                "differentiable (no .detach(), no torch.no_grad inside).")
+            return Verdict.fail("fully-masked-rows", tr("No gradient reached {tensor}: the output must be "
+                                                        "differentiable (no .detach(), no torch.no_grad inside).",
+                                                        tensor=name[1].lower()))
         v = check_values(got, Expected(want, None, torch.float32), what=name, concept="fully-masked-rows",
-                         message=f"{name} is wrong. " + MESSAGES["fully-masked-rows"], atol=1e-4, rtol=1e-4)
+                         message=tr("{name} is wrong. ", name=name) + MESSAGES["fully-masked-rows"], atol=1e-4, rtol=1e-4)
         if not v.passed:
             if v.evidence.nan_locations:
-                return Verdict.fail("fully-masked-rows", f"The forward pass is clean but {name} contains NaN: "
-                                    "an -inf row or an additive -inf bias still poisons the backward pass. Guard the "
-                                    "scores before the softmax (e.g. torch.where on mask.any(-1)).", v.evidence)
+                return Verdict.fail("fully-masked-rows", tr("The forward pass is clean but {name} contains NaN: an "
+                                                            "-inf row or an additive -inf bias still poisons the "
+                                                            "backward pass. Guard the scores before the softmax "
+                                                            "(e.g. torch.where on mask.any(-1)).", name=name), v.evidence)
             return v
     return Verdict.ok()
 
@@ -92,14 +95,14 @@ def check_on_meta(student, s: Setup, shapes: dict[str, tuple[int, ...]]) -> Verd
     i = s.inputs
     result = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        return Verdict.fail("signature", "masked_attention must return a tuple (out, weights).")
+        return Verdict.fail("signature", tr("masked_attention must return a tuple (out, weights)."))
     for value, name in zip(result, ("out", "weights")):
         bad = check_structure(value, shapes[name], torch.float32, what=name, shape_concept="device-placement")
         if bad:
             return bad
         if value.device.type != "meta":
-            return Verdict.fail("device-placement", f"{name} came back on {value.device}, not on the inputs' "
-                                "device: create masks and constants with device=q.device.")
+            return Verdict.fail("device-placement", tr("{name} came back on {device}, not on the inputs' device: "
+                                                       "create masks and constants with device=q.device.", name=name, device=value.device))
     return Verdict.ok()
 
 
@@ -112,7 +115,7 @@ def check_twice(student, s: Setup) -> Verdict:
             and all(type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape
                     and torch.equal(a, b) for a, b in zip(first, second)))
     if not same:
-        return Verdict.fail("dropout", "Two identical calls gave different results: masked_attention must not "
-                            "use dropout (F.dropout defaults to training=True).")
+        return Verdict.fail("dropout", tr("Two identical calls gave different results: masked_attention must not use "
+                                          "dropout (F.dropout defaults to training=True)."))
     return check_attention(first, s.expected, concept="dropout",
-                           message="The weights look randomly dropped and rescaled: remove dropout.")
+                           message=tr("The weights look randomly dropped and rescaled: remove dropout."))

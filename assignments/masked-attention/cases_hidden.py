@@ -13,6 +13,7 @@ from grader.cases import Setup, Verdict, case
 from grader.checks.attention import MESSAGES, check_attention
 from grader.checks.compare import check_structure
 from grader.checks.masks import check_mask
+from grader.i18n import tr
 
 from ._common import (attention_setup, check_fully_masked, check_on_meta, check_twice, fully_masked_setup, make_loud,
                       padded_causal, qkv, run_attention, valid_query_rows)
@@ -52,8 +53,8 @@ def _(student, s, param):
     if bad:
         return bad
     if got.device.type != "meta":
-        return Verdict.fail("device-placement", "causal_mask ignored its device argument: pass device=device "
-                            "to torch.ones/torch.tril so the mask lives where the scores live.")
+        return Verdict.fail("device-placement", tr("causal_mask ignored its device argument: pass device=device to "
+                                                   "torch.ones/torch.tril so the mask lives where the scores live."))
     return Verdict.ok()
 
 
@@ -70,7 +71,7 @@ def _(student, s, param):
     i = s.inputs
     return check_mask(student.padding_mask(torch.tensor(i["lengths"]), i["max_len"], side=param), s.expected,
                       what=f"padding_mask(lengths, 6, side={param!r})", concept="padding-broadcast",
-                      message="With side='left' the real tokens are the last `length` positions of the row.",
+                      message=tr("With side='left' the real tokens are the last `length` positions of the row."),
                       alternatives={"padding-broadcast": s.extra["other"]})
 
 
@@ -90,7 +91,8 @@ def combine_masks_padded(ctx):
 def _(student, s, param):
     return check_mask(student.combine_masks(s.inputs["causal"], s.inputs["padding"]), s.expected,
                       what="combine_masks(causal, padding)", concept="mask-combination",
-                      message="combine_masks returns causal[None, None] & padding[:, None, None, :], shape (B, 1, Lq, Lk).",
+                      message=tr("combine_masks returns causal[None, None] & padding[:, None, None, :], shape (B, 1, "
+                                 "Lq, Lk)."),
                       alternatives=s.extra["alt"])
 
 
@@ -107,7 +109,7 @@ def basic_nomask(ctx):
 @basic_nomask.check
 def _(student, s, param):
     return run_attention(student, s, concept="softmax-axis",
-                         message="Scale by 1/sqrt(d_k) and take the softmax over keys; every weight row sums to 1.")
+                         message=tr("Scale by 1/sqrt(d_k) and take the softmax over keys; every weight row sums to 1."))
 
 
 # C2 in the case design table
@@ -134,7 +136,8 @@ def causal_negative_scores(ctx):
 @causal_negative_scores.check
 def _(student, s, param):
     return run_attention(student, s, concept="mask-fill-value",
-                         message="A masked score of 0 beats negative real scores: fill with -inf or finfo(dtype).min.")
+                         message=tr("A masked score of 0 beats negative real scores: fill with -inf or "
+                                    "finfo(dtype).min."))
 
 
 # C4 in the case design table
@@ -215,7 +218,7 @@ def bf16_pad_causal(ctx):
 @bf16_pad_causal.check
 def _(student, s, param):
     return run_attention(student, s, concept="dtype-overflow",
-                         message="bfloat16 cannot hold float32's min: use torch.finfo(scores.dtype).min or -inf.")
+                         message=tr("bfloat16 cannot hold float32's min: use torch.finfo(scores.dtype).min or -inf."))
 
 
 # C9 in the case design table
@@ -231,8 +234,8 @@ def fp16_fully_masked(ctx):
 @fp16_fully_masked.check
 def _(student, s, param):
     return run_attention(student, s, concept="fully-masked-rows",
-                         message="In float16, -1e9 becomes -inf and a fully masked row turns into NaN (or, with "
-                                 "-1e4, into the mean of v): guard rows with no visible key so they output 0.")
+                         message=tr("In float16, -1e9 becomes -inf and a fully masked row turns into NaN (or, with "
+                                    "-1e4, into the mean of v): guard rows with no visible key so they output 0."))
 
 
 # C10 in the case design table
@@ -271,7 +274,8 @@ def cross_attn_pad(ctx):
 @cross_attn_pad.check
 def _(student, s, param):
     return run_attention(student, s, concept="padding-broadcast",
-                         message="Scores are (Lq, Lk): masks index keys on the last dimension, and Lq may differ from Lk.")
+                         message=tr("Scores are (Lq, Lk): masks index keys on the last dimension, and Lq may differ "
+                                    "from Lk."))
 
 
 def _mask_layout(ctx):
@@ -301,7 +305,7 @@ def mask_shapes(ctx):
 @mask_shapes.check
 def _(student, s, param):
     return run_attention(student, s, concept="padding-broadcast",
-                         message="Any mask broadcastable to (B, H, Lq, Lk) must work: do not assume its rank.")
+                         message=tr("Any mask broadcastable to (B, H, Lq, Lk) must work: do not assume its rank."))
 
 
 # C15 in the case design table

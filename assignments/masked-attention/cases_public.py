@@ -13,6 +13,7 @@ from grader.cases import Setup, Verdict, case
 from grader.checks.attention import MESSAGES, check_attention
 from grader.checks.compare import check_structure
 from grader.checks.masks import check_mask
+from grader.i18n import tr
 
 from ._common import (attention_setup, check_fully_masked, check_on_meta, check_twice, fully_masked_setup, make_loud,
                       padded_causal, qkv, run_attention, valid_query_rows)
@@ -28,7 +29,7 @@ def causal_mask_square(ctx):
 def _(student, s, param):
     n = s.inputs["q_len"]
     return check_mask(student.causal_mask(n), s.expected, what="causal_mask(6)", concept="causal-diagonal",
-                      message="Query i may attend to keys 0..i (itself included) and to no later key.",
+                      message=tr("Query i may attend to keys 0..i (itself included) and to no later key."),
                       alternatives={"causal-diagonal": torch.ones(n, n, dtype=torch.bool).tril(-1)})
 
 
@@ -44,7 +45,7 @@ def _(student, s, param):
     i = s.inputs
     return check_mask(student.padding_mask(torch.tensor(i["lengths"]), i["max_len"]), s.expected,
                       what="padding_mask(lengths, 5)", concept="padding-broadcast",
-                      message="padding_mask marks the first `length` positions of each row True (real tokens).")
+                      message=tr("padding_mask marks the first `length` positions of each row True (real tokens)."))
 
 
 @case("combine_masks_basic", title="combine_masks: causal AND padding", concept="mask-combination",
@@ -61,7 +62,7 @@ def combine_masks_basic(ctx):
 def _(student, s, param):
     return check_mask(student.combine_masks(s.inputs["causal"], s.inputs["padding"]), s.expected,
                       what="combine_masks(causal, padding)", concept="mask-combination",
-                      message="The result is (B, 1, Lq, Lk): causal[None, None] & padding[:, None, None, :].",
+                      message=tr("The result is (B, 1, Lq, Lk): causal[None, None] & padding[:, None, None, :]."),
                       alternatives=s.extra["alt"])
 
 
@@ -74,8 +75,8 @@ def attention_basic(ctx):
 @attention_basic.check
 def _(student, s, param):
     return run_attention(student, s, concept="softmax-axis",
-                         message="Scale q @ k^T by 1/sqrt(d), take the softmax over keys (the last dim), "
-                                 "then multiply by v.")
+                         message=tr("Scale q @ k^T by 1/sqrt(d), take the softmax over keys (the last dim), then "
+                                    "multiply by v."))
 
 
 @case("attention_causal_small", title="masked_attention with a causal mask", concept="mask-fill-value",
@@ -88,7 +89,7 @@ def attention_causal_small(ctx):
 @attention_causal_small.check
 def _(student, s, param):
     return run_attention(student, s, concept="mask-fill-value",
-                         message="Masked scores must be -inf (or finfo(dtype).min) before the softmax.")
+                         message=tr("Masked scores must be -inf (or finfo(dtype).min) before the softmax."))
 
 
 # --- the requirements the cases above do not reach ---------------------------------------------
@@ -125,8 +126,8 @@ def _(student, s, param):
     if bad:
         return bad
     if got.device.type != "meta":
-        return Verdict.fail("device-placement", f"causal_mask ignored its device argument (the mask came back on "
-                            f"{got.device}): pass device=device to torch.ones/torch.arange.")
+        return Verdict.fail("device-placement", tr("causal_mask ignored its device argument (the mask came back on "
+                                                   "{device}): pass device=device to torch.ones/torch.arange.", device=got.device))
     return Verdict.ok()
 
 
@@ -143,7 +144,7 @@ def _(student, s, param):
     i = s.inputs
     return check_mask(student.padding_mask(torch.tensor(i["lengths"]), i["max_len"], side="left"), s.expected,
                       what="padding_mask(lengths, 4, side='left')", concept="padding-broadcast",
-                      message="With side='left' the real tokens are the last `length` positions of the row.",
+                      message=tr("With side='left' the real tokens are the last `length` positions of the row."),
                       alternatives={"padding-broadcast": s.extra["other"]})
 
 

@@ -12,28 +12,29 @@ from grader.cases import Setup, SetupContext, Verdict
 from grader.checks.compare import is_tensor, not_a_tensor
 from grader.checks.stats import check_frequencies, frequency_problems
 from grader.results import Evidence
+from grader.i18n import tr
 
 from . import solution  # the assignment's reference (in a kit: a stand-in; setups come stored)
 
 MESSAGES = {
-    "cross-entropy": "The loss is the mean over real tokens of −log_softmax(logits)[target].",
-    "loss-padding": "Your loss matches the mean over every position, padding included: count only real tokens "
-                    "(mask) in the sum and in the count.",
-    "loss-denominator": "Your loss matches the sum over real tokens divided by B·T: divide by the number of real "
-                        "tokens, mask.sum().",
-    "ignore-index": "Your loss matches ignoring target id 0 (ignore_index=0): the mask says which tokens are "
-                    "real, whatever their id.",
-    "log-softmax": "The loss is not finite for large logits: log(softmax(x)) underflows to log(0) = −∞; use "
-                   "torch.log_softmax (or F.cross_entropy).",
-    "loss-overflow": "The loss is not finite for float16 logits over many tokens: a float16 sum overflows past "
-                     "65504; compute in float32 (logits.float()).",
-    "output-dtype": "The loss is a float32 scalar, whatever the dtype of the logits.",
-    "greedy-at-zero": "At temperature 0, return logits.argmax(-1): dividing by 0 gives inf and NaN.",
-    "temperature": "Draws follow softmax(logits / temperature): divide the logits by the temperature.",
-    "softmax-axis": "The draws are uniform over the vocabulary: the softmax runs over the vocabulary (dim=-1), "
-                    "not over the batch.",
-    "generator": "Draw with the generator you are given (torch.multinomial(..., generator=generator)).",
-    "sample-shape": "sample_next returns one int64 token id per row: shape (B,).",
+    "cross-entropy": tr("The loss is the mean over real tokens of −log_softmax(logits)[target]."),
+    "loss-padding": tr("Your loss matches the mean over every position, padding included: count only real tokens "
+                       "(mask) in the sum and in the count."),
+    "loss-denominator": tr("Your loss matches the sum over real tokens divided by B·T: divide by the number of real "
+                           "tokens, mask.sum()."),
+    "ignore-index": tr("Your loss matches ignoring target id 0 (ignore_index=0): the mask says which tokens are "
+                       "real, whatever their id."),
+    "log-softmax": tr("The loss is not finite for large logits: log(softmax(x)) underflows to log(0) = −∞; use "
+                      "torch.log_softmax (or F.cross_entropy)."),
+    "loss-overflow": tr("The loss is not finite for float16 logits over many tokens: a float16 sum overflows past "
+                        "65504; compute in float32 (logits.float())."),
+    "output-dtype": tr("The loss is a float32 scalar, whatever the dtype of the logits."),
+    "greedy-at-zero": tr("At temperature 0, return logits.argmax(-1): dividing by 0 gives inf and NaN."),
+    "temperature": tr("Draws follow softmax(logits / temperature): divide the logits by the temperature."),
+    "softmax-axis": tr("The draws are uniform over the vocabulary: the softmax runs over the vocabulary (dim=-1), "
+                       "not over the batch."),
+    "generator": tr("Draw with the generator you are given (torch.multinomial(..., generator=generator))."),
+    "sample-shape": tr("sample_next returns one int64 token id per row: shape (B,)."),
 }
 
 
@@ -67,15 +68,15 @@ def check_loss(actual: object, s: Setup, *, concept: str, nan_concept: str | Non
     ev = Evidence(expected_shape=[], actual_shape=list(actual.shape), expected_dtype="torch.float32",
                   actual_dtype=str(actual.dtype))
     if actual.device.type == "meta" or actual.dim() != 0 or not actual.dtype.is_floating_point:
-        return Verdict.fail("output-dtype", f"{what} should be a 0-dim float tensor (a scalar), got shape "
-                            f"{tuple(actual.shape)} and {actual.dtype}.", ev)
+        return Verdict.fail("output-dtype", tr("{what} should be a 0-dim float tensor (a scalar), got shape {shape} "
+                                               "and {dtype}.", what=what, shape=tuple(actual.shape), dtype=actual.dtype), ev)
     value = float(actual.detach().to("cpu", torch.float64))
     want = s.expected
     if not torch.isfinite(torch.tensor(value)):
         c = nan_concept or concept
-        return Verdict.fail(c, f"{what} is {value}. " + MESSAGES[c], ev)
+        return Verdict.fail(c, tr("{what} is {value}. ", what=what, value=value) + MESSAGES[c], ev)
     if actual.dtype != torch.float32:
-        return Verdict.fail("output-dtype", f"{what} is {actual.dtype}, expected torch.float32.", ev)
+        return Verdict.fail("output-dtype", tr("{what} is {dtype}, expected torch.float32.", what=what, dtype=actual.dtype), ev)
     tol = 1e-4 + 1e-3 * abs(want)
     facts = Evidence(expected_value=want, actual_value=value, max_abs_error=abs(value - want), allowed_error=tol,
                      expected_shape=[], actual_shape=[])
@@ -85,8 +86,7 @@ def check_loss(actual: object, s: Setup, *, concept: str, nan_concept: str | Non
         if abs(value - m) <= tol and abs(m - want) > 3 * tol:  # unambiguously that mistake
             return Verdict.fail(mistake, MESSAGES[mistake], facts)
     if s.inputs["logits"].dtype in (torch.float16, torch.bfloat16):  # close, but not float32 close
-        return Verdict.fail("loss-overflow", f"{what} is {value:.6g}, expected {want:.6g}: half precision loses "
-                            "too much. " + MESSAGES["loss-overflow"], facts)
+        return Verdict.fail("loss-overflow", tr("{what} is {value}, expected {want}: half precision loses too much. ", what=what, value=f"{value:.6g}", want=f"{want:.6g}") + MESSAGES["loss-overflow"], facts)
     return Verdict.fail(concept, MESSAGES[concept], facts)
 
 
@@ -104,20 +104,17 @@ def check_gradient(student, s: Setup) -> Verdict:
     _, (grad,) = student.vjp("masked_cross_entropy", (i["logits"], i["targets"], i["mask"]), wrt=[0],
                              cotangent=torch.tensor(1.0))
     if not is_tensor(grad) or tuple(grad.shape) != tuple(i["logits"].shape):
-        return Verdict.fail("loss-padding", f"{what} is missing or has the wrong shape.")
+        return Verdict.fail("loss-padding", tr("{what} is missing or has the wrong shape.", what=what))
     g = grad.detach().to("cpu", torch.float64)
     leak = g[~i["mask"]].abs().max().item() if (~i["mask"]).any() else 0.0
     zero_ids = i["mask"] & (i["targets"] == 0)
     if leak > 1e-7 and zero_ids.any() and g[zero_ids].abs().max().item() < 1e-9:
-        return Verdict.fail("ignore-index", "Padding positions get gradient and real tokens with id 0 get none: "
-                            + MESSAGES["ignore-index"], Evidence(notes=[f"{what}: nonzero at padding"]))
+        return Verdict.fail("ignore-index", tr("Padding positions get gradient and real tokens with id 0 get none: ") + MESSAGES["ignore-index"], Evidence(notes=[tr("{what}: nonzero at padding", what=what)]))
     if leak > 1e-7:
-        return Verdict.fail("loss-padding", f"Padding positions get gradient (up to {leak:.3g}): "
-                            + MESSAGES["loss-padding"], Evidence(notes=[f"{what}: nonzero at padding"]))
+        return Verdict.fail("loss-padding", tr("Padding positions get gradient (up to {leak}): ", leak=f"{leak:.3g}") + MESSAGES["loss-padding"], Evidence(notes=[tr("{what}: nonzero at padding", what=what)]))
     err = (g - s.extra["grad"]).abs().max().item()
     if err > 1e-5:
-        return Verdict.fail("loss-denominator", f"{what} differs from the reference by up to {err:.3g}: "
-                            + MESSAGES["loss-denominator"], Evidence(max_abs_error=err, allowed_error=1e-5))
+        return Verdict.fail("loss-denominator", tr("{what} differs from the reference by up to {err}: ", what=what, err=f"{err:.3g}") + MESSAGES["loss-denominator"], Evidence(max_abs_error=err, allowed_error=1e-5))
     return Verdict.ok()
 
 
@@ -143,8 +140,8 @@ def shape_problem(draws: object, n: int) -> Verdict | None:
         return not_a_tensor(draws, "sample_next(...)")
     assert isinstance(draws, torch.Tensor)
     if tuple(draws.shape) != (n,) or draws.dtype != torch.int64:
-        return Verdict.fail("sample-shape", f"sample_next(...) returned shape {tuple(draws.shape)} and "
-                            f"{draws.dtype}, expected ({n},) torch.int64. " + MESSAGES["sample-shape"],
+        return Verdict.fail("sample-shape", tr("sample_next(...) returned shape {shape} and {dtype}, expected ({n},) "
+                                               "torch.int64. ", shape=tuple(draws.shape), dtype=draws.dtype, n=n) + MESSAGES["sample-shape"],
                             Evidence(expected_shape=[n], actual_shape=list(draws.shape),
                                      expected_dtype="torch.int64", actual_dtype=str(draws.dtype)))
     return None
@@ -173,11 +170,10 @@ def check_generator(student, s: Setup) -> Verdict:
         if bad:
             return bad
     if not torch.equal(a1, a2):
-        return Verdict.fail("generator", "Two generators seeded alike gave different draws: "
-                            + MESSAGES["generator"])
+        return Verdict.fail("generator", tr("Two generators seeded alike gave different draws: ") + MESSAGES["generator"])
     if torch.equal(a1, b):
-        return Verdict.fail("generator", "Generators seeded differently gave the same draws, so the generator "
-                            "is not used. " + MESSAGES["generator"])
+        return Verdict.fail("generator", tr("Generators seeded differently gave the same draws, so the generator is "
+                                            "not used. ") + MESSAGES["generator"])
     return Verdict.ok()
 
 
@@ -194,4 +190,4 @@ def check_greedy(student, s: Setup) -> Verdict:
     if torch.equal(got.cpu(), s.expected):
         return Verdict.ok()
     return Verdict.fail("greedy-at-zero", MESSAGES["greedy-at-zero"],
-                        Evidence(notes=[f"expected {s.expected.tolist()}, got {got.tolist()}"]))
+                        Evidence(notes=[tr("expected {tolist}, got {tolist2}", tolist=s.expected.tolist(), tolist2=got.tolist())]))

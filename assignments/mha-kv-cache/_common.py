@@ -12,30 +12,31 @@ from grader.checks import mha as variants
 from grader.checks.compare import Expected, check_structure, check_values
 from grader.results import CONCEPTS, Evidence
 from grader.sandbox import StudentError
+from grader.i18n import tr
 
 NAMES = ("W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight")
 
 MESSAGES = {
-    "head-split": "Split heads with x.view(B, T, h, d_k).transpose(1, 2): viewing straight to (B, h, T, d_k) "
-                  "(or splitting features with a stride) mixes positions and heads.",
-    "head-merge": "Merge heads with out.transpose(1, 2).reshape(B, T, d_model) before W_o.",
-    "scaling": "Divide the scores by sqrt(d_k) of one head, not by sqrt(d_model).",
-    "causal-leak": "With causal=True a token must not see later tokens, also when a mask is given too: "
-                   "AND the causal mask with it.",
-    "causal-alignment": "With a cache, the new tokens are the last positions: query i of T_new sees keys "
-                        "j <= T_total - T_new + i (rows N..N+T_new-1 of the causal mask).",
-    "kv-cache-growth": "After each step the cache must hold every token so far: len(cache) grows by T_new.",
-    "kv-cache-append": "KVCache.append concatenates on the time axis (dim 2) and returns all keys and values.",
-    "padding-broadcast": "Padding hides keys: a (B, T) padding mask is used as (B, 1, 1, T).",
-    "mask-combination": "During decoding, keep the padding mask for cached keys and extend it with True for "
-                        "every new token, AND-ed with the causal mask.",
-    "dropout": "Two identical calls in eval mode must give identical outputs: use nn.Dropout (which .eval() "
-               "turns off) or pass training=self.training.",
-    "fully-masked-rows": "A query that may see no key (a left-padded position with causal=True) must output "
-                         "zeros, never NaN: find such rows with mask.any(-1) and set their weights to 0 "
-                         "(torch.where), before W_o.",
-    "dtype-overflow": "In float16 the mask fill must fit the dtype: use torch.finfo(scores.dtype).min or -inf, "
-                      "never -1e9 or float32's min, and keep every tensor in the module's dtype.",
+    "head-split": tr("Split heads with x.view(B, T, h, d_k).transpose(1, 2): viewing straight to (B, h, T, d_k) (or "
+                     "splitting features with a stride) mixes positions and heads."),
+    "head-merge": tr("Merge heads with out.transpose(1, 2).reshape(B, T, d_model) before W_o."),
+    "scaling": tr("Divide the scores by sqrt(d_k) of one head, not by sqrt(d_model)."),
+    "causal-leak": tr("With causal=True a token must not see later tokens, also when a mask is given too: AND the "
+                      "causal mask with it."),
+    "causal-alignment": tr("With a cache, the new tokens are the last positions: query i of T_new sees keys j <= "
+                           "T_total - T_new + i (rows N..N+T_new-1 of the causal mask)."),
+    "kv-cache-growth": tr("After each step the cache must hold every token so far: len(cache) grows by T_new."),
+    "kv-cache-append": tr("KVCache.append concatenates on the time axis (dim 2) and returns all keys and values."),
+    "padding-broadcast": tr("Padding hides keys: a (B, T) padding mask is used as (B, 1, 1, T)."),
+    "mask-combination": tr("During decoding, keep the padding mask for cached keys and extend it with True for every "
+                           "new token, AND-ed with the causal mask."),
+    "dropout": tr("Two identical calls in eval mode must give identical outputs: use nn.Dropout (which .eval() turns "
+                  "off) or pass training=self.training."),
+    "fully-masked-rows": tr("A query that may see no key (a left-padded position with causal=True) must output "
+                            "zeros, never NaN: find such rows with mask.any(-1) and set their weights to 0 "
+                            "(torch.where), before W_o."),
+    "dtype-overflow": tr("In float16 the mask fill must fit the dtype: use torch.finfo(scores.dtype).min or -inf, "
+                         "never -1e9 or float32's min, and keep every tensor in the module's dtype."),
 }
 
 
@@ -77,11 +78,12 @@ def load_student(student, d: int, h: int, weights, dtype=torch.float32):
     for name in NAMES:
         t = own.get(name)
         if type(t) is not torch.Tensor or tuple(t.shape) != (d, d):
-            raise Refused(Verdict.fail("signature", f"Expected {name.split('.')[0]} = nn.Linear(d_model, d_model, "
-                                       f"bias=False); state_dict()['{name}'] is {getattr(t, 'shape', 'missing')}."))
+            raise Refused(Verdict.fail("signature", tr("Expected {layer} = nn.Linear(d_model, d_model, bias=False); "
+                                                       "state_dict()['{name}'] is {found}.", layer=name.split('.')[0], name=name,
+                                                       found=getattr(t, 'shape', 'missing'))))
     biases = [k for k in own if k.startswith(("W_q.", "W_k.", "W_v.", "W_o.")) and k.endswith("bias")]
     if biases:
-        raise Refused(Verdict.fail("signature", f"The projections must have bias=False; found {', '.join(biases)}."))
+        raise Refused(Verdict.fail("signature", tr("The projections must have bias=False; found {names}.", names=', '.join(biases))))
     m.load_state_dict({**own, **{k: v.to(own[k].device) for k, v in weights.items()}})
     if dtype != torch.float32:  # dtypes do not cross the wire; the module's own casts do
         m = m.method({torch.float16: "half", torch.bfloat16: "bfloat16", torch.float64: "double"}[dtype])()
@@ -122,7 +124,7 @@ def run_steps(student, m, x: torch.Tensor, steps, *, mask=None, causal: bool = T
         kw = {} if mask is None else {"mask": mask[:, None, None, :end]}
         out = m(x[:, start:end], causal=causal, cache=cache, **kw)
         if type(out) is not torch.Tensor:
-            raise Refused(Verdict.fail("signature", f"forward returned {type(out).__name__}, expected a tensor."))
+            raise Refused(Verdict.fail("signature", tr("forward returned {name}, expected a tensor.", name=type(out).__name__)))
         outs.append(out)
         lengths.append(cache.length())
     return torch.cat(outs, 1), lengths
@@ -162,17 +164,18 @@ def broken_cache(student) -> Verdict | None:
     except StudentError as e:
         if e.exc_type == "NotImplementedError":
             raise  # a placeholder: the engine says "not implemented yet"
-        return Verdict.fail("kv-cache-append", f"Decoding failed inside KVCache.append ({e.exc_type}: "
-                            f"{e.message[:120]}): concatenate on the time axis, dim 2 of (B, h, T, d_k).")
+        return Verdict.fail("kv-cache-append", tr("Decoding failed inside KVCache.append ({exc_type}: {message}): "
+                                                  "concatenate on the time axis, dim 2 of (B, h, T, d_k).", exc_type=e.exc_type, message=e.message[:120]))
     ok = (isinstance(got, (tuple, list)) and len(got) == 2 and all(type(t) is torch.Tensor for t in got)
           and got[0].shape == (1, 2, 3, 4) and torch.equal(got[0], torch.cat([k1, k2], 2))
           and torch.equal(got[1], torch.cat([v1, v2], 2)))
     if not ok:
-        return Verdict.fail("kv-cache-append", "Decoding failed because KVCache.append does not return the "
-                            "concatenation of everything cached so far on the time axis (dim 2).")
+        return Verdict.fail("kv-cache-append", tr("Decoding failed because KVCache.append does not return the "
+                                                  "concatenation of everything cached so far on the time axis (dim "
+                                                  "2)."))
     if cache.length() != 3:
-        return Verdict.fail("kv-cache-append", "Decoding failed because the cache does not keep what it appends: "
-                            "after appends of 2 and 1 steps, len(cache) should be 3.")
+        return Verdict.fail("kv-cache-append", tr("Decoding failed because the cache does not keep what it appends: "
+                                                  "after appends of 2 and 1 steps, len(cache) should be 3."))
     return None
 
 
@@ -193,7 +196,7 @@ def check_decode(student, s: Setup, *, concept: str) -> Verdict:
     if lengths != want:
         c = "kv-cache-append" if len(set(lengths)) == 1 or broken_cache(student) else "kv-cache-growth"
         return Verdict.fail(c, message_for(c),
-                            Evidence(notes=[f"len(cache) after each step: {lengths}; expected {want}"]))
+                            Evidence(notes=[tr("len(cache) after each step: {lengths}; expected {want}", lengths=lengths, want=want)]))
     weights, h, x, steps, mask = i["weights"], i["h"], i["x"], i["steps"], i.get("mask")
     return check_mha(got, s.expected,
                      lambda var: variants.decode(weights, h, x, steps, mask=mask, causal=causal, variant=var),
@@ -242,8 +245,8 @@ def check_on_meta(student, d: int, h: int, x: torch.Tensor) -> Verdict:
     if bad:
         return bad
     if out.device.type != "meta":
-        return Verdict.fail("device-placement", f"The output came back on {out.device}: create masks with "
-                            "device=x.device or register them as buffers so .to() moves them.")
+        return Verdict.fail("device-placement", tr("The output came back on {device}: create masks with "
+                                                   "device=x.device or register them as buffers so .to() moves them.", device=out.device))
     return Verdict.ok()
 
 
@@ -252,7 +255,7 @@ def check_twice(student, s: Setup) -> Verdict:
     m = load_student(student, i["d"], i["h"], i["weights"])
     a, b = m(i["x"], causal=True), m(i["x"], causal=True)
     if not (type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape and torch.equal(a, b)):
-        return Verdict.fail("dropout", "Two identical calls in eval mode gave different outputs: use nn.Dropout "
-                            "(which .eval() turns off) or pass training=self.training.")
+        return Verdict.fail("dropout", tr("Two identical calls in eval mode gave different outputs: use nn.Dropout "
+                                          "(which .eval() turns off) or pass training=self.training."))
     return check_forward(student, s, concept="dropout")
 

@@ -15,6 +15,7 @@ from grader.checks import mha as variants
 from grader.checks.compare import Expected, check_structure, check_values
 from grader.results import Evidence
 from grader.sandbox import StudentError
+from grader.i18n import tr
 
 from ._common import (
     check_decode, check_forward, check_on_meta, check_twice, decode_setup, forward_setup, guarded, load_student,
@@ -102,10 +103,10 @@ def _(student, s, param):
             cause = root_cause(student, m.float(), i["weights"], i["h"], i["x"])
             if cause:
                 return cause
-            return Verdict.fail("causal-leak", f"The output at position {t} changes when later tokens change: "
-                                "apply the causal mask to the scores of every head.",
-                                Evidence(notes=[f"gradient of outputs 0..{t} reaches inputs {leak.tolist()}",
-                                                f"max |grad| on later inputs: {float(future):.3g}"]))
+            return Verdict.fail("causal-leak", tr("The output at position {t} changes when later tokens change: "
+                                                  "apply the causal mask to the scores of every head.", t=t),
+                                Evidence(notes=[tr("gradient of outputs 0..{t} reaches inputs {tolist}", t=t, tolist=leak.tolist()),
+                                                tr("max |grad| on later inputs: {future}", future=f"{float(future):.3g}")]))
     return Verdict.ok()
 
 
@@ -143,11 +144,11 @@ def _(student, s, param):
         rows = batched[b, :n] if i["side"] == "right" else batched[b, -n:]
         if type(alone) is not torch.Tensor or alone.shape != (1, n, i["d"]):
             return check_structure(alone, (1, n, i["d"]), torch.float32, what=f"forward(sequence {b})",
-                                   shape_concept="padding-broadcast") or Verdict.fail("signature", "bad output")
+                                   shape_concept="padding-broadcast") or Verdict.fail("signature", tr("bad output"))
         v = check_values(rows, Expected(alone[0].detach().double(), None, torch.float32), what=f"sequence {b}",
                          concept="padding-broadcast", atol=1e-5, rtol=1e-4,
-                         message=f"Sequence {b} gives different outputs alone and inside a {i['side']}-padded batch: "
-                                 "padding must hide keys, never change real tokens.")
+                         message=tr("Sequence {b} gives different outputs alone and inside a {side}-padded batch: "
+                                    "padding must hide keys, never change real tokens.", b=b, side=i['side']))
         if not v.passed:
             return root_cause(student, m, i["weights"], i["h"], i["x"]) or _causal_dropped(batched, i) or v
     return Verdict.ok()

@@ -14,6 +14,7 @@ from grader.checks import mha as variants
 from grader.checks.compare import Expected, check_values
 from grader.results import Evidence
 from grader.sandbox import StudentError
+from grader.i18n import tr
 
 from ._common import (MESSAGES, check_decode, check_forward, check_mha, check_on_meta, check_twice, decode_setup,
                       expected, forward_setup, guarded, load_student, make_weights)
@@ -33,11 +34,13 @@ def _(student, s, param):
         if e.exc_type == "NotImplementedError":
             raise  # a placeholder: the engine says "not implemented yet"
         if e.exc_type != "ValueError":
-            return Verdict.fail("validation", f"MultiHeadAttention(10, 3) raised {e.exc_type}; raise ValueError "
-                                "(not assert, which python -O removes) with a message naming both numbers.")
+            return Verdict.fail("validation", tr("MultiHeadAttention(10, 3) raised {exc_type}; raise ValueError (not "
+                                                 "assert, which python -O removes) with a message naming both "
+                                                 "numbers.", exc_type=e.exc_type))
     else:
-        return Verdict.fail("validation", "MultiHeadAttention(10, 3) was accepted, but 10 heads' worth of "
-                            "features cannot be split into 3 equal heads: raise ValueError when d_model % h != 0.")
+        return Verdict.fail("validation", tr("MultiHeadAttention(10, 3) was accepted, but 10 heads' worth of "
+                                             "features cannot be split into 3 equal heads: raise ValueError when "
+                                             "d_model % h != 0."))
     student.MultiHeadAttention(*s.inputs["good"])
     return Verdict.ok()
 
@@ -85,14 +88,14 @@ def check_appends(student, chunks) -> Verdict:
     cache = student.KVCache()
     n0 = cache.length()
     if n0 != 0:
-        return Verdict.fail("kv-cache-growth", f"A new KVCache should have length 0; yours has {n0!r}.")
+        return Verdict.fail("kv-cache-growth", tr("A new KVCache should have length 0; yours has {n0}.", n0=repr(n0)))
     ks, vs, lengths = [], [], []
     for k, v in chunks:
         got = cache.append(k, v)
         ks.append(k)
         vs.append(v)
         if not isinstance(got, (tuple, list)) or len(got) != 2:
-            return Verdict.fail("kv-cache-append", "append(k, v) must return (k_all, v_all).")
+            return Verdict.fail("kv-cache-append", tr("append(k, v) must return (k_all, v_all)."))
         for name, value, parts in (("k_all", got[0], ks), ("v_all", got[1], vs)):
             want = torch.cat(parts, 2)
             v_ = check_values(value, Expected(want.double(), None, want.dtype), what=name, concept="kv-cache-append",
@@ -103,11 +106,12 @@ def check_appends(student, chunks) -> Verdict:
     want_lengths = [sum(k.shape[2] for k, _ in chunks[: i + 1]) for i in range(len(chunks))]
     if lengths != want_lengths:
         if len(set(lengths)) == 1:  # the right tensors came back, but the cache never kept them
-            return Verdict.fail("kv-cache-append", "append returned the right tensors but did not keep them: store "
-                                "the concatenated keys and values in the cache for the next step.",
-                                Evidence(notes=[f"len(cache) after each append: {lengths}; expected {want_lengths}"]))
+            return Verdict.fail("kv-cache-append", tr("append returned the right tensors but did not keep them: "
+                                                      "store the concatenated keys and values in the cache for the "
+                                                      "next step."),
+                                Evidence(notes=[tr("len(cache) after each append: {lengths}; expected {want_lengths}", lengths=lengths, want_lengths=want_lengths)]))
         return Verdict.fail("kv-cache-growth", MESSAGES["kv-cache-growth"],
-                            Evidence(notes=[f"len(cache) after each append: {lengths}; expected {want_lengths}"]))
+                            Evidence(notes=[tr("len(cache) after each append: {lengths}; expected {want_lengths}", lengths=lengths, want_lengths=want_lengths)]))
     return Verdict.ok()
 
 

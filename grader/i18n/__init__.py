@@ -165,15 +165,20 @@ class Msg:
         return Msg(tuple(_part_from(d) for d in items))
 
 
-def tr(msgid: str, **args: Arg) -> Msg:
+def tr(msgid: str, **args: Any) -> Msg:
     """A translatable message: `msgid` is English with ``{name}`` placeholders filled from `args`
-    (numbers are formatted for the reader's locale, `Msg` arguments translated too)."""
-    return Msg((Part(msgid, dict(args)),))
+    (numbers are formatted for the reader's locale, `Msg` arguments translated too; anything else,
+    such as a torch.device, is kept as its text)."""
+    return Msg((Part(msgid, _plain_args(args)),))
 
 
-def ntr(singular: str, plural: str, n: int, **args: Arg) -> Msg:
+def ntr(singular: str, plural: str, n: int, **args: Any) -> Msg:
     """A message with a count ``{n}``: "1 hidden case" / "3 hidden cases" (and one form in Chinese)."""
-    return Msg((Part(singular, {"n": n, **args}, plural=plural),))
+    return Msg((Part(singular, _plain_args({"n": n, **args}), plural=plural),))
+
+
+def _plain_args(args: Mapping[str, Any]) -> dict[str, Arg]:
+    return {k: v if v is None or isinstance(v, (str, int, float, Msg)) else str(v) for k, v in args.items()}
 
 
 def verbatim(text: str) -> Msg:
@@ -225,7 +230,7 @@ def _format_arg(v: Arg, lang: str) -> str:
         return v.render(lang)
     if isinstance(v, bool) or v is None:
         return str(v)
-    if isinstance(v, float):
+    if isinstance(v, float) and lang != DEFAULT:
         from grader.i18n.formats import decimal
 
         return decimal(v, lang)
