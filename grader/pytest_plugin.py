@@ -62,7 +62,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     n, points = session.hidden
     terminalreporter.write_sep("-", "attention-grader")
     if session.note:
-        terminalreporter.write_line(session.note)
+        terminalreporter.write_line(str(session.note))
     if n:
         terminalreporter.write_line(hidden_sentence(n, points))
     if session.isolation:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from grader.assignment.spec import available, infer, read_spec
 from grader.errors import AssignmentSpecError, GraderError, UnknownAssignment
+from grader.i18n import Msg, tr
 
 KIT_TABLE = "kit"
 SHIPPED_CASE_FILES = ("cases_public.py", "_common.py")
@@ -133,7 +134,7 @@ class Choice:
 
     main: str | None
     """The file to grade, relative to the folder (None: leave it to the loader's rules)."""
-    note: str = ""
+    note: Msg | str = ""
 
 
 def choose_main(folder: Path, main_module: str, starters: dict[str, str]) -> Choice:
@@ -147,25 +148,28 @@ def choose_main(folder: Path, main_module: str, starters: dict[str, str]) -> Cho
     changed = [n for n in present if not is_untouched(folder / n, starters)]
     py, nb = present
     if changed == [nb]:
-        return Choice(nb, f"Graded {nb}: {py} next to it is the starter as released (unchanged).")
+        return Choice(nb, tr("Graded {graded}: {other} next to it is the starter as released (unchanged).",
+                             graded=nb, other=py))
     if changed == [py]:
-        return Choice(py, f"Graded {py}: {nb} next to it is the starter as released (unchanged).")
+        return Choice(py, tr("Graded {graded}: {other} next to it is the starter as released (unchanged).",
+                             graded=py, other=nb))
     if changed:
-        return Choice(main_module, f"Graded {main_module}: {py} and {nb} both differ from the starter "
-                                   f"(grader check {nb} grades the notebook).")
-    return Choice(main_module, f"Graded {main_module}: {py} and {nb} are both the starter as released.")
+        return Choice(main_module, tr("Graded {graded}: {py} and {nb} both differ from the starter (grader check "
+                                      "{nb} grades the notebook).", graded=main_module, py=py, nb=nb))
+    return Choice(main_module, tr("Graded {graded}: {py} and {nb} are both the starter as released.",
+                                  graded=main_module, py=py, nb=nb))
 
 
-def untouched_note(path: Path, starters: dict[str, str]) -> str:
+def untouched_note(path: Path, starters: dict[str, str]) -> Msg | str:
     """For a single file that is the untouched starter while its .py/.ipynb twin was changed:
     the command for the file the student works in ("" otherwise)."""
     if path.is_dir() or not is_untouched(path, starters):
         return ""
     twin = path.with_suffix(".ipynb" if path.suffix == ".py" else ".py")
     if twin.is_file() and not is_untouched(twin, starters):
-        return (f"{path.name} is the starter as released (unchanged); your work seems to be in {twin.name}: "
-                f"grader check {twin.name}")
-    return f"{path.name} is the starter as released (unchanged)."
+        return tr("{file} is the starter as released (unchanged); your work seems to be in {twin}: grader check "
+                  "{twin}", file=path.name, twin=twin.name)
+    return tr("{file} is the starter as released (unchanged).", file=path.name)
 
 
 def find_kit(*starts: Path) -> dict[str, Path]:

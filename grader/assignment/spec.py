@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader.errors import AssignmentSpecError, GraderError, UnknownAssignment
+from grader.i18n import LANGUAGES, add_assignment_locales, normalise
 
 if TYPE_CHECKING:  # finding and reading specs stays torch-free: `grader check` starts faster
     from grader.cases import Case, CaseInstance
@@ -69,6 +70,9 @@ class Assignment:
     stored: Path | None = None
     """A student kit's precomputed public setups (``grader.grading.stored``): used instead of running
     the reference, which the kit does not have."""
+    lang: str | None = None
+    """The language students' feedback is in unless ``--lang`` says otherwise (spec.toml ``lang``,
+    "en" or "zh-CN"); None: the grader's locale decides."""
 
     def instances(self, *, public_only: bool = False) -> list["CaseInstance"]:
         return [inst for c in self.cases if not (public_only and c.hidden) for inst in c.instances()]
@@ -97,6 +101,17 @@ def available() -> dict[str, Path]:
     for root in search_path():
         for spec in sorted(root.glob("*/spec.toml")):
             found.setdefault(spec.parent.name, spec.parent)
+    return found
+
+
+def _lang(spec: dict[str, Any], folder: Path) -> str | None:
+    value = spec.get("lang")
+    if value is None:
+        return None
+    found = normalise(str(value))
+    if found is None:
+        raise AssignmentSpecError(f"{folder / 'spec.toml'}: lang = {value!r} is not a language the grader "
+                                  f"speaks; use one of: {', '.join(LANGUAGES)}")
     return found
 
 
@@ -231,6 +246,7 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise AssignmentSpecError(f"{folder}: duplicate case ids: {', '.join(dupes)}")
+        add_assignment_locales(folder / "locales")  # its case titles and messages, in other languages
         return Assignment(
             id=aid, title=spec.get("title", aid), version=str(spec["version"]), seed=int(spec["seed"]),
             dir=folder, main_module=spec.get("main_module", "submission.py"),
@@ -239,6 +255,7 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
             cases=tuple(cases), limits=dict(spec.get("limits", {})),
             rows_without_keys=spec.get("rows_without_keys", "zeros"), concepts=concepts,
             reference=ref, reference_file=ref_file if not kit else None, stored=stored if kit else None,
+            lang=_lang(spec, folder),
         )
     except KeyError as e:
         raise AssignmentSpecError(f"{folder / 'spec.toml'}: missing required key {e}") from e

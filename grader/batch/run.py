@@ -67,6 +67,10 @@ class BatchConfig:
     """Add the traceback to the message of a submission the grader could not grade."""
     cluster: str | None = None
     """Grade on a Dask cluster instead of local slots: "local:N" or a scheduler address (grader.batch.cluster)."""
+    lang: str | None = None
+    """The students' feedback language (``--lang``; default: the assignment's, else the locale)."""
+    dashboard_lang: str | None = None
+    """The dashboard's language (``--dashboard-lang``; default: the locale)."""
 
 
 @dataclass(frozen=True)
@@ -452,7 +456,7 @@ def _start_sandbox(limits: Limits, device: str) -> Sandbox:
 def _engines(a: Assignment, sandbox: Sandbox, dev: torch.device, n: int, *, learn: bool = False) -> list[Engine]:
     """`n` engines on `sandbox`, sharing one computation of the reference setups and, with `learn`,
     one call plan learned from the trusted reference."""
-    engines = [Engine(a, sandbox, device=dev) for _ in range(n)]
+    engines = [Engine(a, sandbox, device=dev, lang=cfg.lang) for _ in range(n)]
     engines[0].prepare()
     if learn:
         learn_calls(engines[0], a)
@@ -490,7 +494,7 @@ def _write_outputs(cfg: BatchConfig, *, found_ids: set[str], result: BatchResult
     run = RunInfo(assignment=a.id, version=a.version, title=a.title, grader_version=__version__,
                   isolation=", ".join(sorted({r.environment.isolation for r in reports})))
     written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False,
-                        pages_current=result.pages_written)
+                        pages_current=result.pages_written, lang=cfg.lang, dashboard_lang=cfg.dashboard_lang)
     result.dashboard = written.index
     result.summary = summarize(reports)
     result.earlier = sum(r.submission.id not in found_ids for r in reports)

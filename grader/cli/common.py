@@ -10,6 +10,21 @@ from typing import TYPE_CHECKING, Iterator
 import click
 
 from grader.assignment.spec import Assignment, available, infer, load_assignment
+from grader.i18n import LANGUAGES
+
+
+def lang_option(fn):
+    """``--lang en|zh-CN``: the language of what the student reads (default: the assignment's
+    ``lang`` in spec.toml, else the locale, LC_ALL/LANG)."""
+    return click.option("--lang", "lang", type=click.Choice(LANGUAGES), default=None,
+                        help="Language of the student's feedback [default: the assignment's `lang`, "
+                             "else the locale (LC_ALL/LANG), else en].")(fn)
+
+
+def dashboard_lang_option(fn):
+    return click.option("--dashboard-lang", "dashboard_lang", type=click.Choice(LANGUAGES), default=None,
+                        help="Language of the class dashboard (index.html) [default: the locale, else en], "
+                             "whatever --lang the students' reports are in.")(fn)
 
 
 class ExitCode(enum.IntEnum):

@@ -12,6 +12,8 @@ import click
 
 from grader.cli.common import ExitCode
 from grader.errors import GraderError
+from grader.cli.common import dashboard_lang_option, lang_option
+from grader.i18n import LANGUAGES
 
 """Exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it."""
 
@@ -42,9 +44,11 @@ def _fail_verbosely(verbose: bool) -> None:
               help="Grade on a Dask cluster: a scheduler address (tcp://host:8786) or local:N worker processes. "
                    "Needs the cluster extra; see docs/cluster.md.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
+@lang_option
+@dashboard_lang_option
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
-          verbose: bool) -> None:
+          verbose: bool, lang: str | None, dashboard_lang: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -63,6 +67,7 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
       grader grade late/alice.py late/bob.ipynb -a masked-attention -o reports/hw3
       grader grade canvas_export/ -a masked-attention -o reports/hw3 --force
       grader grade canvas_export/ -a masked-attention -o reports/hw3 --cluster tcp://head-node:8786
+      grader grade canvas_export/ -a masked-attention --lang zh-CN --dashboard-lang en
 
     \b
     Writes, under OUTPUT (default reports/ASSIGNMENT):
@@ -90,7 +95,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         a = resolve_assignment(assignment)
         cfg = BatchConfig(assignment=a, paths=list(submissions), out_dir=out_dir or Path("reports") / a.id,
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
-                          device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster)
+                          device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster,
+                          lang=lang, dashboard_lang=dashboard_lang)
         progress = Progress(verbose=verbose)
         try:
             result = run_batch(cfg, progress.on_event)
@@ -217,7 +223,11 @@ def _print_summary(result, cfg) -> None:
               help="Where to write [default: the folder holding RESULTS_DIR].")
 @click.option("--release-hidden", is_flag=True, help="Show hidden cases' details in the students' reports.")
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks of errors.")
-def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, verbose: bool) -> None:
+@click.option("--lang", "lang", type=click.Choice(LANGUAGES), default=None,
+              help="Language of the students' reports [default: the one each was graded in].")
+@dashboard_lang_option
+def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, verbose: bool, lang: str | None,
+               dashboard_lang: str | None) -> None:
     """Re-create the HTML reports, dashboard and exports from saved results, without grading.
 
     RESULTS_DIR is a results/ folder of <id>.json files written by `grader grade`
@@ -228,6 +238,7 @@ def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, ve
       grader report reports/masked-attention/results
       grader report reports/masked-attention --release-hidden
       grader report reports/masked-attention/results -o /tmp/preview
+      grader report reports/masked-attention --lang zh-CN     # the same results, in Chinese
     """
     from grader.batch.run import OutputLock, prepare_output
     from grader.report import rerender
@@ -240,7 +251,8 @@ def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, ve
                               "folder holding it) that `grader grade` wrote")
         target = out_dir if out_dir is not None else results_dir.resolve().parent
         with OutputLock(prepare_output(target), hint="try again when it has finished"):
-            written = rerender(results_dir, target, release_hidden=release_hidden)
+            written = rerender(results_dir, target, release_hidden=release_hidden, lang=lang,
+                               dashboard_lang=dashboard_lang)
     except GraderError:
         _fail_verbosely(verbose)
         raise

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import click
 
 from grader.errors import GraderError, OutputNotWritable
-from grader.cli.common import ExitCode, prestart_sandbox
+from grader.cli.common import ExitCode, lang_option, prestart_sandbox
 from grader.report.outdir import writable_dir
 from grader.assignment.kit import locate_assignment
 from grader.grading.single import Graded, all_passed, grade_one
@@ -97,8 +97,10 @@ def _exit_now(code: int) -> None:
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
               help="Where the reference and your code run.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, and tracebacks for errors.")
+@lang_option
 @_friendly
-def check(submission: Path, assignment: str | None, out_dir: Path, device: str, verbose: bool) -> None:
+def check(submission: Path, assignment: str | None, out_dir: Path, device: str, verbose: bool,
+          lang: str | None) -> None:
     """Check your work on the public cases before you submit.
 
     Runs SUBMISSION (a .py file, a notebook, a folder or a .zip) in a sandboxed process
@@ -114,6 +116,7 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
       grader check .                              # the kit folder: the file you changed
       grader check my_attention.py -a masked-attention
       grader check mha.py -o reports/ --verbose
+      grader check attention.py --lang zh-CN      # feedback in Chinese
 
     \b
     Exit status: 0 every public case passed, 1 some did not, 2 usage error.
@@ -124,7 +127,7 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
     _readable_submission(submission)
     writable_dir(out_dir)
     folder = locate_assignment(assignment, submission)
-    g = grade_one(folder, submission, public_only=True, device=device, close_in_background=True)
+    g = grade_one(folder, submission, public_only=True, device=device, close_in_background=True, lang=lang)
     try:
         for line in check_lines(g, verbose=verbose):
             click.echo(line)
@@ -186,9 +189,10 @@ def _repo_path(path: Path) -> str:
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
               help="Where the reference and your code run.")
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks for errors.")
+@lang_option
 @_friendly
 def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, summary_path: Path | None,
-       device: str, verbose: bool) -> None:
+       device: str, verbose: bool, lang: str | None) -> None:
     """Grade a pull request: public and hidden cases, JUnit XML, job summary, annotations.
 
     Prints one GitHub error annotation per failing case (hidden cases by title and concept
@@ -218,7 +222,7 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
     if kit_info(folder) is not None:
         raise GraderError(f"{folder} is a student kit (public cases only); grader ci needs the full "
                           "assignment from an instructor-controlled source")
-    g = grade_one(folder, submission, public_only=False, device=device)
+    g = grade_one(folder, submission, public_only=False, device=device, lang=lang)
     from grader.report import markdown_summary, write_junit
 
     lines, passed = ci_lines(g, min_score=min_score, file=_repo_path(submission))

@@ -37,7 +37,7 @@ from grader.sandbox import (Limits, OffPlan, Sandbox, SandboxError, StudentError
                             WorkerTimeout)
 from grader.grading.scoring import total
 from grader.grading.proxy import Student
-from grader.i18n import Msg, tr, verbatim
+from grader.i18n import Msg, choose, tr, verbatim
 
 
 def limits_for(assignment: Assignment) -> Limits:
@@ -58,8 +58,11 @@ class _Outcome:
 
 class Engine:
     def __init__(self, assignment: Assignment, sandbox: Sandbox, *, public_only: bool = False,
-                 device: torch.device | str = "cpu", max_restarts: int = 6):
+                 device: torch.device | str = "cpu", max_restarts: int = 6, lang: str | None = None):
+        """``lang``: the language recorded for the students' feedback (``--lang``); default: the
+        assignment's ``lang``, else the locale (`grader.i18n.choose`)."""
         self.assignment = assignment
+        self.lang = choose(lang, assignment.lang)
         self.sandbox = sandbox
         self.public_only = public_only
         self.device = torch.device(device)
@@ -456,7 +459,7 @@ class Engine:
             submission=info, assignment=AssignmentInfo(a.id, a.version, a.title), score=total(results),
             cases=results, load=load, environment=self.environment(),
             graded_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-            public_only=self.public_only, concepts=list(a.concepts.values()))
+            public_only=self.public_only, concepts=list(a.concepts.values()), lang=self.lang)
 
 
 def _on(s: Setup, device: torch.device) -> Setup:

@@ -98,13 +98,14 @@ class Graded:
 
 def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
               close_in_background: bool = False, only: list[str] | None = None,
-              early: EarlySandbox | None = None) -> Graded:
+              early: EarlySandbox | None = None, lang: str | None = None) -> Graded:
     """Grade one submission against the assignment in ``folder``, the sandbox started first.
 
     ``only``: run just these case instance ids (the pytest plugin's selection).
     ``early``: a sandbox already starting (``EarlySandbox.start``); grade_one closes it. Anything
     with ``get()`` and ``close()`` will do: ``grader.notebook`` passes one whose close() keeps its
     sandbox warm for the kernel's next check.
+    ``lang``: the feedback's language (``--lang``; default the assignment's, else the locale).
     ``close_in_background``: shut the sandbox down on a thread (the zygote takes a while to exit)
     while the caller prints and writes reports; call ``Graded.finish()`` before exiting.
     """
@@ -129,7 +130,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
         choice = choose_main(submission, a.main_module, starters) if submission.is_dir() else Choice(None)
         path = submission.resolve() if submission.is_dir() else submission  # `grader check .` names the folder
         sub = load_submission(path, main_module=choice.main or a.main_module, cell_tag=a.cell_tag)
-        engine = Engine(a, None, public_only=public_only, device=device)
+        engine = Engine(a, None, public_only=public_only, device=device, lang=lang)
         if only is not None:
             engine.instances = [i for i in engine.instances if i.id in set(only)]
         engine.prepare()  # inputs and reference results, while the sandbox may still be starting

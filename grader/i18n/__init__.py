@@ -13,7 +13,6 @@ Code tokens, function names, dtypes and shapes are arguments or stay inside the 
 
 from __future__ import annotations
 
-import functools
 import gettext as stdlib_gettext
 import io
 import math
@@ -78,27 +77,71 @@ def choose(option: str | None, assignment_default: str | None = None,
 
 # --- catalogs ------------------------------------------------------------------------------
 
-def po_path(lang: str) -> Path:
-    return LOCALES / catalog_dir(lang) / "LC_MESSAGES" / f"{DOMAIN}.po"
+ASSIGNMENT_DOMAIN = "assignment"
+"""An assignment's own catalog: ``<assignment>/locales/<ll_CC>/LC_MESSAGES/assignment.po`` (its case
+titles and messages and its spec.toml's words: kept with the assignment, so a kit ships only the
+public part of it)."""
+
+_loaded: dict[str, stdlib_gettext.NullTranslations] = {}
+"""Language -> the grader's catalog with every added assignment catalog merged in (read once)."""
+_assignment_locales: list[Path] = []
 
 
-@functools.lru_cache(maxsize=None)
-def translations(lang: str) -> stdlib_gettext.NullTranslations:
-    """The compiled catalog of `lang`, read from its .po once per process (English: none needed)."""
-    lang = normalise(lang) or DEFAULT
-    path = po_path(lang)
-    if lang == DEFAULT or not path.is_file():
-        return stdlib_gettext.NullTranslations()
+def po_path(lang: str, locales: Path = LOCALES, domain: str = DOMAIN) -> Path:
+    return locales / catalog_dir(lang) / "LC_MESSAGES" / f"{domain}.po"
+
+
+def read_catalog(path: Path, lang: str):
+    """A .po file compiled in memory (``babel.support.Translations``); fuzzy entries left out."""
     from babel.messages.mofile import write_mo
     from babel.messages.pofile import read_po
     from babel.support import Translations
 
     with path.open("rb") as f:
-        catalog = read_po(f, locale=catalog_dir(lang), domain=DOMAIN)
+        catalog = read_po(f, locale=catalog_dir(lang))
     buf = io.BytesIO()
     write_mo(buf, catalog, use_fuzzy=False)
     buf.seek(0)
     return Translations(fp=buf, domain=DOMAIN)
+
+
+def add_assignment_locales(folder: Path) -> None:
+    """Make an assignment's ``locales/`` folder part of every language's catalog (once per folder;
+    catalogs already read get its entries merged in, so a Jinja environment holding one sees them)."""
+    folder = folder.resolve()
+    if folder in _assignment_locales or not folder.is_dir():
+        return
+    _assignment_locales.append(folder)
+    for lang, t in _loaded.items():
+        _merge(t, folder, lang)
+
+
+def _merge(t: stdlib_gettext.NullTranslations, folder: Path, lang: str) -> None:
+    path = po_path(lang, folder, ASSIGNMENT_DOMAIN)
+    if lang != DEFAULT and path.is_file() and hasattr(t, "merge"):
+        t.merge(read_catalog(path, lang))
+
+
+def translations(lang: str) -> stdlib_gettext.NullTranslations:
+    """The compiled catalogs of `lang` (the grader's and the added assignments'), read from their .po
+    files once per process (English: none needed)."""
+    lang = normalise(lang) or DEFAULT
+    found = _loaded.get(lang)
+    if found is None:
+        if lang == DEFAULT:
+            found = stdlib_gettext.NullTranslations()
+        else:
+            path = po_path(lang)
+            if path.is_file():
+                found = read_catalog(path, lang)
+            else:
+                from babel.support import Translations
+
+                found = Translations()
+            for folder in _assignment_locales:
+                _merge(found, folder, lang)
+        _loaded[lang] = found
+    return found
 
 
 def translate(text: str, lang: str) -> str:

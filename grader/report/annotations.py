@@ -18,6 +18,7 @@ from typing import Iterable
 from grader.report.text import clean
 from grader.results import GradeReport, Outcome
 from grader.assignment.concepts import vocabulary
+from grader.i18n import N_, tr, translate
 
 MESSAGE_LIMIT = 1000
 """Characters of one annotation's message (GitHub shows the first few lines anyway)."""
@@ -57,27 +58,35 @@ def _short(text: str, limit: int = MESSAGE_LIMIT) -> str:
 
 def failure_annotations(report: GradeReport, *, file: str | None = None,
                         limit: int = MAX_ANNOTATIONS) -> list[str]:
-    """``::error`` lines for the cases that did not pass. Hidden cases give their title and concept only."""
+    """``::error`` lines for the cases that did not pass, in the report's language. Hidden cases
+    give their title and concept only."""
+    from grader.report.view import case_message, load_message
+
+    lang = report.lang
     lines: list[str] = []
     if not report.load.ok:
-        lines.append(command("error", _short(f"Your submission could not be loaded: {report.load.message}"),
-                             title="Submission did not load", file=file))
+        lines.append(command("error", _short(tr("Your submission could not be loaded: {reason}",
+                                                reason=load_message(report, lang)).render(lang)),
+                             title=translate(N_("Submission did not load"), lang), file=file))
     failing = [c for c in report.cases if c.outcome is not Outcome.PASSED]
     vocab = vocabulary(report.concepts)
     for c in failing:
         if len(lines) >= limit:
             break
         known = vocab.get(c.concept or "")
-        concept = known.title if known else (c.concept or c.outcome.value)
+        concept = translate(known.title, lang) if known else (c.concept or c.outcome.value)
         if c.hidden:
-            text = f"Hidden case {c.outcome.value}: {concept}."
+            text = tr("Hidden case {outcome}: {concept}.", outcome=c.outcome.value, concept=concept).render(lang)
         else:
-            text = c.message if concept in c.message else f"{concept}. {c.message}"
-        lines.append(command("error", _short(text), title=f"{c.title} ({c.id})", file=file))
+            message = case_message(c, lang)
+            text = message if concept in message else tr("{concept}. {message}", concept=concept,
+                                                          message=message).render(lang)
+        lines.append(command("error", _short(text), title=f"{translate(c.title, lang)} ({c.id})", file=file))
     shown = len(lines) - (0 if report.load.ok else 1)
     if len(failing) > shown and lines:
-        lines.append(command("warning", f"{len(failing) - shown} more failing cases are listed in the job summary.",
-                             title="More failing cases"))
+        lines.append(command("warning", tr("{n} more failing cases are listed in the job summary.",
+                                           n=len(failing) - shown).render(lang),
+                             title=translate(N_("More failing cases"), lang)))
     return lines
 
 

@@ -14,12 +14,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 from grader.submission.load import ID_BYTES, OUTPUT_NAMES, name_hash
-from grader.assignment.builtin import class_phrase
 from grader.report.html import render_page, write_text_atomic
 from grader.report.text import fmt_points, one_line
 from grader.assignment.concepts import builtin
 from grader.results import Concept, GradeReport, Outcome
 from grader.untrusted import storable
+from grader.i18n import DEFAULT, N_, Msg, choose, ntr, tr, translate
+from grader.i18n.formats import percent, timestamp
 
 HIST_BINS = 10
 HIST_W, HIST_H, HIST_PAD = 560.0, 170.0, 28.0
@@ -97,6 +98,8 @@ class StudentRow:
     failing: str
     status: str
     graded_at: str
+    load_failed: bool = False
+    """The submission could not be loaded (the row is marked; ``status`` says it in words)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ def report_filename(student_id: str) -> str:
     return f"{safe or '_'}-{name_hash(storable(student_id).encode('utf-8'))}"
 
 
-def _histogram(percents: list[float]) -> list[Bar]:
+def _histogram(percents: list[float], lang: str = DEFAULT) -> list[Bar]:
     counts = [0] * HIST_BINS
     for p in percents:
         counts[min(HIST_BINS - 1, max(0, int(p // (100 / HIST_BINS))))] += 1
@@ -139,11 +142,12 @@ def _histogram(percents: list[float]) -> list[Bar]:
         lo, hi = i * 10, i * 10 + 10
         label = f"{lo}–{hi}" if i < HIST_BINS - 1 else f"{lo}–100"
         bars.append(Bar(HIST_PAD + i * slot + 2, HIST_H - HIST_PAD - h, slot - 4, h, n, label,
-                        f"{n} student{'s' if n != 1 else ''} scored {label} %"))
+                        ntr("{n} student scored {range} %", "{n} students scored {range} %", n,
+                            range=label).render(lang)))
     return bars
 
 
-def _concept_rates(reports: list[GradeReport]) -> list[Rate]:
+def _concept_rates(reports: list[GradeReport], lang: str = DEFAULT) -> list[Rate]:
     total = len(reports)
     counts: dict[str, int] = {}
     for r in reports:
@@ -156,13 +160,18 @@ def _concept_rates(reports: list[GradeReport]) -> list[Rate]:
     for k, v in builtin().items():
         vocab.setdefault(k, v)
     order = list(vocab)
-    rates = [Rate(c, vocab[c].title if c in vocab else c,
-                  f"{round(100 * n / total)} % of the class {class_phrase(vocab[c]) if c in vocab else 'failed on: ' + c}",
+    def phrase(c: str) -> Msg:
+        if c in vocab and vocab[c].dashboard:
+            return tr(vocab[c].dashboard)  # a catalog msgid (spec.toml's words are extracted)
+        return tr("failed on: {title}", title=tr(vocab[c].title) if c in vocab else c)
+
+    rates = [Rate(c, translate(vocab[c].title, lang) if c in vocab else c,
+                  tr("{percent} % of the class {phrase}", percent=round(100 * n / total), phrase=phrase(c)).render(lang),
                   n, total, round(100 * n / total)) for c, n in counts.items()]
     return sorted(rates, key=lambda r: (-r.count, order.index(r.key) if r.key in order else len(order)))
 
 
-def _case_rates(reports: list[GradeReport]) -> list[Rate]:
+def _case_rates(reports: list[GradeReport], lang: str = DEFAULT) -> list[Rate]:
     seen: dict[str, tuple[str, bool]] = {}
     fails: dict[str, int] = {}
     have: dict[str, int] = {}
@@ -174,42 +183,53 @@ def _case_rates(reports: list[GradeReport]) -> list[Rate]:
     out = []
     for cid, (title, hidden) in seen.items():
         pct = round(100 * fails[cid] / have[cid])
-        out.append(Rate(one_line(cid, 120), one_line(title, 200),
-                        f"{pct} % did not pass {one_line(title, 200)}", fails[cid], have[cid], pct, hidden))
+        shown = one_line(translate(title, lang), 200)
+        out.append(Rate(one_line(cid, 120), shown, tr("{percent} % did not pass {title}", percent=pct,
+                                                       title=shown).render(lang), fails[cid], have[cid], pct, hidden))
     return out
 
 
-def _student_row(r: GradeReport) -> StudentRow:
-    status = "could not load" if not r.load.ok else ("self-check" if r.public_only else "graded")
+def _student_row(r: GradeReport, lang: str = DEFAULT) -> StudentRow:
+    status = N_("could not load") if not r.load.ok else (N_("self-check") if r.public_only else N_("graded"))
     failing = ", ".join(r.concepts_failed())
     return StudentRow(one_line(r.submission.id, 120), quote(report_filename(r.submission.id) + ".html"),
                       round(r.score.percent, 2), r.score.display_percent(),
                       f"{fmt_points(r.score.earned)} / {fmt_points(r.score.possible)}",
-                      one_line(failing, 400), status, one_line(r.graded_at, 40))
+                      one_line(failing, 400), translate(status, lang), one_line(timestamp(r.graded_at, lang), 40),
+                      load_failed=not r.load.ok)
 
 
-def build_dashboard(reports: list[GradeReport], run: RunInfo) -> DashboardView:
+def _percent(value: float, lang: str) -> str:
+    return f"{value:.0f} %" if lang == DEFAULT else percent(value, lang)
+
+
+def build_dashboard(reports: list[GradeReport], run: RunInfo, lang: str = DEFAULT) -> DashboardView:
+    """The dashboard's view model, its words in `lang`."""
     percents = [r.score.percent for r in reports]
     return DashboardView(
         run=run, n_graded=len(reports),
-        mean=f"{statistics.fmean(percents):.0f} %" if percents else "—",
-        median=f"{statistics.median(percents):.0f} %" if percents else "—",
-        histogram=_histogram(percents), hist_axis_y=HIST_H - HIST_PAD,
-        concept_rates=_concept_rates(reports) if reports else [],
-        case_rates=_case_rates(reports),
-        students=[_student_row(r) for r in sorted(reports, key=lambda r: r.submission.id)],
+        mean=_percent(statistics.fmean(percents), lang) if percents else "—",
+        median=_percent(statistics.median(percents), lang) if percents else "—",
+        histogram=_histogram(percents, lang), hist_axis_y=HIST_H - HIST_PAD,
+        concept_rates=_concept_rates(reports, lang) if reports else [],
+        case_rates=_case_rates(reports, lang),
+        students=[_student_row(r, lang) for r in sorted(reports, key=lambda r: r.submission.id)],
     )
 
 
-def render_dashboard(reports: list[GradeReport], *, run: RunInfo | Mapping[str, object] | None = None) -> str:
-    """The instructor's `index.html` for a batch of graded submissions."""
+def render_dashboard(reports: list[GradeReport], *, run: RunInfo | Mapping[str, object] | None = None,
+                     lang: str | None = None) -> str:
+    """The instructor's `index.html` for a batch of graded submissions, in `lang` (default: the
+    grader's locale, whatever language the students' pages are in)."""
+    lang = choose(lang)
     info = RunInfo.coerce(run, reports)
     view = build_dashboard(reports, RunInfo(**{f.name: one_line(v, 200) if isinstance(v := getattr(info, f.name), str)
-                                               else v for f in fields(RunInfo)}))
-    return render_page("dashboard.html", "dashboard.js", d=view, hist_w=HIST_W, hist_h=HIST_H, hist_pad=HIST_PAD)
+                                               else v for f in fields(RunInfo)}), lang)
+    return render_page("dashboard.html", "dashboard.js", lang, d=view, hist_w=HIST_W, hist_h=HIST_H,
+                       hist_pad=HIST_PAD)
 
 
 def write_dashboard(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
-                    run: RunInfo | Mapping[str, object] | None = None) -> Path:
-    """Write `<out_dir>/index.html`; returns its path."""
-    return write_text_atomic(Path(out_dir) / "index.html", render_dashboard(reports, run=run))
+                    run: RunInfo | Mapping[str, object] | None = None, lang: str | None = None) -> Path:
+    """Write `<out_dir>/index.html` (in `lang`, see `render_dashboard`); returns its path."""
+    return write_text_atomic(Path(out_dir) / "index.html", render_dashboard(reports, run=run, lang=lang))

@@ -21,6 +21,8 @@ from grader.report.exports import write_gradescope, write_grades_csv, write_juni
 from grader.report.html import write_submission, write_text_atomic
 from grader.results import GradeReport, report_from_dict, to_dict
 from grader.untrusted import json_text
+from grader.assignment.spec import available
+from grader.i18n import add_assignment_locales
 
 
 class ResultsUnreadable(GraderError):
@@ -59,10 +61,13 @@ def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str], 
 
 def write_all(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
               run: RunInfo | Mapping[str, object] | None = None, release_hidden: bool = False,
-              write_results: bool = True, pages_current: Collection[str] = ()) -> Written:
+              write_results: bool = True, pages_current: Collection[str] = (), lang: str | None = None,
+              dashboard_lang: str | None = None) -> Written:
     """Write the per-student reports, the dashboard and every export (and the JSON, unless told not to).
     `pages_current`: submission ids whose page the caller has just written from the same report with
-    the same `release_hidden` (a batch writes each page as it is graded); those are not rendered again."""
+    the same `release_hidden` and language (a batch writes each page as it is graded); those are not
+    rendered again. `lang`: the students' pages' language (default: each report's own);
+    `dashboard_lang`: the dashboard's (default: the grader's locale)."""
     out = Path(out_dir)
     _check_unique_names(reports)
     info = RunInfo.coerce(run, reports)
@@ -71,11 +76,11 @@ def write_all(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
     for r in reports:
         page = out / f"{report_filename(r.submission.id)}.html"
         if r.submission.id not in pages_current or not page.is_file():
-            write_submission(r, page, release_hidden=release_hidden)
+            write_submission(r, page, release_hidden=release_hidden, lang=lang)
         pages.append(page)
     return Written(
         reports=pages,
-        index=write_dashboard(reports, out, run=info),
+        index=write_dashboard(reports, out, run=info, lang=dashboard_lang),
         grades_csv=write_grades_csv(reports, out / "grades.csv"),
         gradescope=write_gradescope(reports, out / "gradescope", release_hidden=release_hidden),
         junit=write_junit(reports, out / "junit.xml"),
@@ -101,8 +106,14 @@ def load_results(results_dir: str | os.PathLike[str]) -> list[GradeReport]:
 
 
 def rerender(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
-             run: RunInfo | Mapping[str, object] | None = None, release_hidden: bool = False) -> Written:
-    """Re-create the HTML and exports from saved results (default out_dir: the results folder's parent)."""
+             run: RunInfo | Mapping[str, object] | None = None, release_hidden: bool = False,
+             lang: str | None = None, dashboard_lang: str | None = None) -> Written:
+    """Re-create the HTML and exports from saved results (default out_dir: the results folder's parent),
+    the students' pages in `lang` (default: the language each was graded in)."""
     reports = load_results(results_dir)
+    known = available()
+    for aid in sorted({r.assignment.id for r in reports} & set(known)):
+        add_assignment_locales(known[aid] / "locales")  # its words in other languages, where installed
     target = Path(out_dir) if out_dir is not None else Path(results_dir).resolve().parent
-    return write_all(reports, target, run=run, release_hidden=release_hidden, write_results=False)
+    return write_all(reports, target, run=run, release_hidden=release_hidden, write_results=False, lang=lang,
+                     dashboard_lang=dashboard_lang)

@@ -1,11 +1,14 @@
 """What a self-check prints in a terminal (``grader check``, the kit's pytest plugin): one line
-per case, a hint under each failure, how much of the grade the public cases check."""
+per case, a hint under each failure, how much of the grade the public cases check; in the
+report's language (``GradeReport.lang``)."""
 
 from __future__ import annotations
 
 import sys
-from grader.assignment.concepts import vocabulary
 from typing import TYPE_CHECKING
+
+from grader.assignment.concepts import vocabulary
+from grader.i18n import DEFAULT, Msg, ntr, tr, translate
 
 if TYPE_CHECKING:
     from grader.grading.single import Graded
@@ -24,55 +27,67 @@ def points_text(x: float) -> str:
     return f"{round(x, 2):g}"
 
 
-def hidden_sentence(n: int, points: float) -> str:
-    s = "case" if n == 1 else "cases"
-    return (f"{n} hidden {s} will run at grading time (worth {points_text(points)} more points); "
-            "this self-check is not your grade.")
+def hidden_sentence(n: int, points: float, lang: str = DEFAULT) -> str:
+    return ntr("{n} hidden case will run at grading time (worth {points} more points); this self-check is not your "
+               "grade.", "{n} hidden cases will run at grading time (worth {points} more points); this self-check is "
+               "not your grade.", n, points=points_text(points)).render(lang)
 
 
-def lead_sentence(public_points: float, hidden_cases: int, hidden_points: float) -> str:
+def lead_sentence(public_points: float, hidden_cases: int, hidden_points: float, lang: str = DEFAULT) -> str:
     """How much of the grade the public cases check: what a self-check leads with, not a percentage."""
-    hidden = (f"{hidden_cases} hidden case{'' if hidden_cases == 1 else 's'} at grading time" if hidden_cases
-              else "no hidden cases")
-    return f"Public cases: {points_text(public_points)} of {points_text(public_points + hidden_points)} points checked, {hidden}."
+    hidden = ntr("{n} hidden case at grading time", "{n} hidden cases at grading time", hidden_cases) \
+        if hidden_cases else tr("no hidden cases")
+    return tr("Public cases: {public} of {total} points checked, {hidden}.", public=points_text(public_points),
+              total=points_text(public_points + hidden_points), hidden=hidden).render(lang)
 
 
-def check_lines(g: "Graded", *, verbose: bool = False) -> list[str]:
-    """What ``grader check`` prints: one line per case, a hint under each failure, the total."""
+def check_lines(g: "Graded", *, verbose: bool = False, lang: str | None = None) -> list[str]:
+    """What ``grader check`` prints in `lang` (default: the report's): one line per case, a hint
+    under each failure, the total."""
     from grader.report.text import one_line
+    from grader.report.view import case_message, concept_title, evidence_facts, load_message
     from grader.results import Outcome
 
     r = g.report
+    lang = lang or r.lang
+
+    def say(m: Msg) -> str:
+        return m.render(lang)
+
     ok, bad = marks()
     dash = "—" if ok == "✓" else "-"
-    lines = [f"{r.assignment.id} v{r.assignment.version} {dash} self-check of {one_line(r.submission.filename, 200)} "
-             f"(public cases only)"]
+    lines = [f"{r.assignment.id} v{r.assignment.version} {dash} " + say(tr(
+        "self-check of {file} (public cases only)", file=one_line(r.submission.filename, 200)))]
     if g.note:
-        lines.append(one_line(g.note, 300))
+        lines.append(one_line(translate(g.note, lang) if isinstance(g.note, str) else say(g.note), 300))
     if not r.load.ok:
-        lines.append(f"Your submission could not be loaded: {one_line(r.load.message, 400)}")
+        lines.append(say(tr("Your submission could not be loaded: {reason}",
+                            reason=one_line(load_message(r, lang), 400))))
     for e in r.load.cell_errors:
-        lines.append(f"Error while loading ({one_line(e.where(), 100)}): {one_line(e.error, 300)}")
+        lines.append(say(tr("Error while loading ({where}): {error}", where=one_line(e.where_i18n().render(lang), 100),
+                            error=one_line(e.error, 300))))
+    vocab = vocabulary(r.concepts)
     for c in r.cases:
+        title = one_line(translate(c.title, lang), 100)
         if c.outcome is Outcome.PASSED:
-            lines.append(f"  {ok} {one_line(c.title, 100)} [{c.id}]")
+            lines.append(f"  {ok} {title} [{c.id}]")
             continue
-        concept = c.concept or ("not implemented yet" if c.not_implemented else c.outcome.value)
-        lines.append(f"  {bad} {one_line(c.title, 100)} [{c.id}] {dash} {concept}")
-        lines.append(f"      {one_line(c.message, 240 if not verbose else 2000)}")
+        concept = c.concept or (say(tr("not implemented yet")) if c.not_implemented else c.outcome.value)
+        lines.append(f"  {bad} {title} [{c.id}] {dash} {concept}")
+        lines.append(f"      {one_line(case_message(c, lang), 240 if not verbose else 2000)}")
         if verbose and c.concept:
-            from grader.report.view import evidence_facts
-
-            known = vocabulary(r.concepts).get(concept)
-            lines.append(f"      ({known.title if known else concept})")
-            lines += [f"      {f.label}: {one_line(f.value, 300)}" for f in evidence_facts(c.evidence)]
+            lines.append(f"      ({concept_title(vocab, concept, lang)})")
+            lines += [f"      {f.label}: {one_line(f.value, 300)}" for f in evidence_facts(c.evidence, lang)]
     passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
-    lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points))
-    lines.append(f"Passed {passed} of {len(r.cases)} public cases ({points_text(r.score.earned)}/{points_text(r.score.possible)} "
-                 "points)" + ("; this self-check is not your grade." if g.hidden_cases else "."))
+    lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points, lang))
+    args = dict(passed=passed, total=len(r.cases), earned=points_text(r.score.earned),
+                possible=points_text(r.score.possible))
+    lines.append(say(tr("Passed {passed} of {total} public cases ({earned}/{possible} points); this self-check is "
+                        "not your grade.", **args) if g.hidden_cases
+                     else tr("Passed {passed} of {total} public cases ({earned}/{possible} points).", **args)))
     if not g.hidden_cases and passed == len(r.cases) and r.load.ok:
-        lines.append("All cases passed.")
+        lines.append(say(tr("All cases passed.")))
     if verbose:
-        lines.append(f"Assignment folder: {g.assignment.dir}")
-        lines.append(f"Sandbox isolation: {g.isolation}")
+        lines.append(say(tr("Assignment folder: {path}", path=str(g.assignment.dir))))
+        lines.append(say(tr("Sandbox isolation: {isolation}", isolation=g.isolation)))
     return lines
