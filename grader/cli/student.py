@@ -21,6 +21,7 @@ import click
 
 from grader.errors import GraderError, OutputNotWritable
 from grader.cli.common import ExitCode, lang_option, prestart_sandbox
+from grader.i18n import tr
 from grader.report.outdir import writable_dir
 from grader.assignment.kit import locate_assignment
 from grader.grading.single import Graded, all_passed, grade_one
@@ -138,7 +139,7 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
             path = write_submission(g.report, out_dir / f"{report_filename(g.report.submission.id)}.html")
         except OSError as e:
             raise OutputNotWritable(f"cannot write the report into {out_dir}: {e.strerror or e}") from e
-        click.echo(f"Report: {path}")
+        click.echo(tr("Report: {path}", path=str(path)).render(g.report.lang))
     finally:
         g.finish()
     _exit_now(ExitCode.OK if all_passed(g.report) else ExitCode.FAILED)
