@@ -190,4 +190,4 @@ def check_greedy(student, s: Setup) -> Verdict:
     if torch.equal(got.cpu(), s.expected):
         return Verdict.ok()
     return Verdict.fail("greedy-at-zero", MESSAGES["greedy-at-zero"],
-                        Evidence(notes=[tr("expected {tolist}, got {tolist2}", tolist=s.expected.tolist(), tolist2=got.tolist())]))
+                        Evidence(notes=[tr("expected {expected}, got {got}", expected=s.expected.tolist(), got=got.tolist())]))

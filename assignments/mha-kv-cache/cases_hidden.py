@@ -105,7 +105,7 @@ def _(student, s, param):
                 return cause
             return Verdict.fail("causal-leak", tr("The output at position {t} changes when later tokens change: "
                                                   "apply the causal mask to the scores of every head.", t=t),
-                                Evidence(notes=[tr("gradient of outputs 0..{t} reaches inputs {tolist}", t=t, tolist=leak.tolist()),
+                                Evidence(notes=[tr("gradient of outputs 0..{t} reaches inputs {inputs}", t=t, inputs=leak.tolist()),
                                                 tr("max |grad| on later inputs: {future}", future=f"{float(future):.3g}")]))
     return Verdict.ok()
 

@@ -99,6 +99,34 @@ for each failure (an HTML report too). It runs your code in a sandboxed process;
     return head + section
 
 
+def ship_catalogs(locales: Path, adir: Path) -> list[Path]:
+    """The assignment's translations for the kit: each ``locales/<ll_CC>/LC_MESSAGES/assignment.po``
+    cut down to the messages the kit's own files use (public cases, _common.py, spec.toml), so that
+    no hidden case's title or message travels with it."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.extract import extract_from_dir
+    from babel.messages.pofile import read_po, write_po
+
+    if not locales.is_dir():
+        return []
+    method_map = [("cases_*.py", "grader-cases"), ("_common.py", "grader-cases"), ("spec.toml", "grader-spec")]
+    used = {m[2] for m in extract_from_dir(str(adir), method_map, keywords={"tr": None, "ntr": (1, 2), "N_": None})}
+    out = []
+    for po in sorted(locales.glob("*/LC_MESSAGES/assignment.po")):
+        with po.open("rb") as f:
+            full = read_po(f)
+        kept = Catalog(locale=full.locale, domain=full.domain, project=full.project)
+        for m in full:
+            if m.id and m.id in used:
+                kept.add(m.id, m.string, flags=m.flags)
+        target = adir / po.relative_to(locales.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("wb") as f:
+            write_po(f, kept, no_location=True)
+        out.append(target)
+    return out
+
+
 def _secrets_of(assignment) -> list[str]:
     """Strings that must never appear in a kit: hidden case ids and titles, and the seed."""
     out = [str(assignment.seed)]
@@ -236,6 +264,7 @@ def release(assignment, out: Path, *, verify: bool = True) -> Kit:
             written.append(Path(shutil.copyfile(src / name, adir / name)))
     put(adir / "spec.toml", kit_spec_text(spec, seed=kit_seed(assignment.seed, assignment.id, assignment.version),
                                           info=info))
+    written += ship_catalogs(src / "locales", adir)
     from grader.authoring import publish, slim
 
     try:

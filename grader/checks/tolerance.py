@@ -13,8 +13,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader.i18n import Msg, tr
-from grader.results import split_message
+try:
+    from grader.i18n import Msg, tr
+except ImportError:  # copied beside the reference as reference/compare.py (grader.grading.reference_run),
+    # where the grader package is out of reach: the reasons stay English text.
+    Msg = str  # type: ignore[misc,assignment]
+
+    def tr(msgid: str, **args: object) -> str:  # type: ignore[misc]
+        return msgid.format(**args)
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,9 @@ class Comparison:
     reason_i18n: Msg | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        split_message(self, "reason", "reason_i18n")
+        if not isinstance(self.reason, str):  # a Msg: English text here, the message itself beside it
+            object.__setattr__(self, "reason_i18n", self.reason)
+            object.__setattr__(self, "reason", str(self.reason))
 
     @property
     def reason_text(self) -> Msg | str:
