@@ -36,7 +36,7 @@ def frequency_problems(samples: torch.Tensor, probs: torch.Tensor, *, k: float =
     bad = torch.nonzero(excess > 0).flatten().tolist()
     bad.sort(key=lambda i: -float(excess[i] / max(float(sigma[i]), 1e-12)))
     return [tr("outcome {i}: drawn {count} times in {n}, expected {mean} ± {k}·{sigma}", i=i, count=int(counts[i]),
-               n=n, mean=f"{mean[i]:.1f}", k=f"{k:g}", sigma=f"{sigma[i]:.1f}") for i in bad]
+               n=n, mean=format(mean[i], ".1f"), k=format(k, "g"), sigma=format(sigma[i], ".1f")) for i in bad]
 
 
 def check_frequencies(actual: object, probs: torch.Tensor, *, what: str, concept: str, message: Msg | str,

@@ -223,8 +223,8 @@ def compare_tensors(actual, expected, *, atol: float, rtol: float, where=None,
         return Comparison(True, max_err, allowed_at, None, None, None, "")
     idx = _unravel(int(excess.reshape(-1).argmax()), e.shape)
     return Comparison(False, max_err, float(allowed[idx]), idx, float(e[idx]), float(a[idx]),
-                      tr("error {error} > allowed {allowed} at {index}", error=f"{float(err[idx]):.3g}",
-                         allowed=f"{float(allowed[idx]):.3g}", index=str(idx)))
+                      tr("error {error} > allowed {allowed} at {index}", error=format(float(err[idx]), ".3g"),
+                         allowed=format(float(allowed[idx]), ".3g"), index=str(idx)))
 
 
 def compare_flash(actual, oracle, naive, *, factor: float = 2.0, abs_term: float = 1e-5,
@@ -260,5 +260,5 @@ def compare_flash(actual, oracle, naive, *, factor: float = 2.0, abs_term: float
     idx = _unravel(int(err.reshape(-1).argmax()), o.shape)
     return Comparison(False, max_err, allowed, idx, float(o[idx]), float(a[idx]),
                       tr("error {error} > allowed {allowed} ({factor} x naive error + {abs_term}) at {index}",
-                         error=f"{max_err:.3g}", allowed=f"{allowed:.3g}", factor=f"{factor:g}",
-                         abs_term=f"{abs_term:g}", index=str(idx)))
+                         error=format(max_err, ".3g"), allowed=format(allowed, ".3g"), factor=format(factor, "g"),
+                         abs_term=format(abs_term, "g"), index=str(idx)))

@@ -27,7 +27,7 @@ class WorkerTimeout(SandboxError):
     """The worker ran past a wall-clock limit and was killed (with everything it started)."""
 
     def __init__(self, phase: "Msg | str", seconds: float):
-        self.text = tr("time limit of {seconds} s exceeded while {phase}", seconds=f"{seconds:g}", phase=phase)
+        self.text = tr("time limit of {seconds} s exceeded while {phase}", seconds=format(seconds, "g"), phase=phase)
         """What the student reads, translatable."""
         super().__init__(str(self.text))
         self.phase = phase

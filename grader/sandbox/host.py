@@ -615,7 +615,7 @@ class Worker:
     def call_method(self, handle: Handle, method: str, *args: Any, **kwargs: Any) -> Any:
         self._check_handle(handle)
         return self._call({"op": "call_method", "handle": handle, "method": method, "args": list(args),
-                           "kwargs": kwargs}, tr("calling {name}()", name=f"{handle.type_name}.{method}"))["value"]
+                           "kwargs": kwargs}, tr("calling {name}()", name=handle.type_name + "." + method))["value"]
 
     def state_dict(self, handle: Handle) -> dict[str, Any]:
         self._check_handle(handle)
@@ -1096,13 +1096,13 @@ def _disk_message(limits: Limits) -> Msg:
 
 def _memory_message(limits: Limits, phase: "Msg | str") -> Msg:
     return tr("the worker went over its memory limit of {gib} GiB while {phase}",
-              gib=f"{limits.memory_bytes / GiB:.2g}", phase=phase)
+              gib=format(limits.memory_bytes / GiB, ".2g"), phase=phase)
 
 
 def _load_failure_message(e: SandboxError) -> Msg:
     if isinstance(e, WorkerTimeout):
         return tr("Loading the submission took longer than {seconds} s. Move long-running code (training loops, "
-                  "demos) out of the top level or behind `if __name__ == \"__main__\":`.", seconds=f"{e.seconds:g}")
+                  "demos) out of the top level or behind `if __name__ == \"__main__\":`.", seconds=format(e.seconds, "g"))
     return tr("The submission could not be loaded: {detail}", detail=getattr(e, "text", None) or str(e))
 
 
