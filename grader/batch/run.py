@@ -315,7 +315,7 @@ def _grade_all(cfg: BatchConfig, dev: torch.device, todo: list[tuple[LedgerKey, 
     try:
         with _Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts:
             sandbox = _start_sandbox(limits_for(cfg.assignment), str(dev))
-            engines = _engines(cfg.assignment, sandbox, dev, 1 if forked else n, learn=True)
+            engines = _engines(cfg.assignment, sandbox, dev, 1 if forked else n, learn=True, lang=cfg.lang)
             _freeze_heap()
             result.isolation = sandbox.isolation
             on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=result.isolation,
@@ -453,10 +453,11 @@ def _start_sandbox(limits: Limits, device: str) -> Sandbox:
         raise GraderError(f"the sandbox could not start: {e}") from e
 
 
-def _engines(a: Assignment, sandbox: Sandbox, dev: torch.device, n: int, *, learn: bool = False) -> list[Engine]:
+def _engines(a: Assignment, sandbox: Sandbox, dev: torch.device, n: int, *, learn: bool = False,
+             lang: str | None = None) -> list[Engine]:
     """`n` engines on `sandbox`, sharing one computation of the reference setups and, with `learn`,
-    one call plan learned from the trusted reference."""
-    engines = [Engine(a, sandbox, device=dev, lang=cfg.lang) for _ in range(n)]
+    one call plan learned from the trusted reference; their reports record `lang`."""
+    engines = [Engine(a, sandbox, device=dev, lang=lang) for _ in range(n)]
     engines[0].prepare()
     if learn:
         learn_calls(engines[0], a)

@@ -76,8 +76,9 @@ def check_lines(g: "Graded", *, verbose: bool = False, lang: str | None = None) 
         lines.append(f"  {bad} {title} [{c.id}] {dash} {concept}")
         lines.append(f"      {one_line(case_message(c, lang), 240 if not verbose else 2000)}")
         if verbose and c.concept:
-            lines.append(f"      ({concept_title(vocab, concept, lang)})")
-            lines += [f"      {f.label}: {one_line(f.value, 300)}" for f in evidence_facts(c.evidence, lang)]
+            lines.append("      " + say(tr("({title})", title=concept_title(vocab, concept, lang))))
+            lines += ["      " + say(tr("{label}: {value}", label=f.label, value=one_line(f.value, 300)))
+                      for f in evidence_facts(c.evidence, lang)]
     passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
     lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points, lang))
     args = dict(passed=passed, total=len(r.cases), earned=points_text(r.score.earned),
