@@ -34,7 +34,7 @@ from grader.i18n import Msg, tr
 
 KIT_TABLE = "kit"
 SHIPPED_CASE_FILES = ("cases_public.py", "_common.py")
-SPEC_KEYS = ("id", "title", "version", "main_module", "cell_tag", "reference")
+SPEC_KEYS = ("id", "title", "version", "main_module", "cell_tag", "reference", "lang")
 """Top-level spec keys copied into a kit (an allowlist: anything else an instructor wrote stays home)."""
 
 CONFTEST = '''\

@@ -17,6 +17,7 @@ from typing import Any
 from grader.assignment.kit import CONFTEST, KIT_TABLE, SHIPPED_CASE_FILES, SPEC_KEYS, Kit, KitInfo, starter_fingerprints
 from grader.assignment.spec import read_spec
 from grader.errors import AssignmentSpecError, GraderError, OutputNotWritable
+from grader.i18n import DEFAULT, Msg, normalise, ntr, tr, translate
 
 
 def kit_seed(seed: int, aid: str, version: str) -> int:
@@ -64,11 +65,18 @@ def kit_spec_text(spec: dict[str, Any], *, seed: int, info: KitInfo) -> str:
 
 
 def readme_text(original: str | None, *, title: str, aid: str, submission: str, info: KitInfo,
-                wheel: str | None = None) -> str:
-    hidden = (f"{info.hidden_cases} hidden cases will run at grading time, so a full pass here is not "
-              "a full grade." if info.hidden_cases else "There are no hidden cases for this assignment.")
-    install = (f'`pip install "./wheel/{wheel}[kit]"` (the grader this kit carries, with pytest: no solution in it).'
-               if wheel else '`pip install "attention-grader[kit]"` (your course tells you where it comes from).')
+                wheel: str | None = None, lang: str = DEFAULT) -> str:
+    """The kit's README: the assignment's own (in `lang` where it has one), then how to check, in `lang`."""
+    def say(m: Msg) -> str:
+        return m.render(lang)
+
+    hidden = say(ntr("{n} hidden case will run at grading time, so a full pass here is not a full grade.",
+                     "{n} hidden cases will run at grading time, so a full pass here is not a full grade.",
+                     info.hidden_cases)) if info.hidden_cases else say(tr("There are no hidden cases for this "
+                                                                            "assignment."))
+    install = say(tr('`pip install "./wheel/{wheel}[kit]"` (the grader this kit carries, with pytest: no solution '
+                     'in it).', wheel=wheel)) if wheel else say(tr('`pip install "attention-grader[kit]"` (your '
+                                                                   'course tells you where it comes from).'))
     stem = Path(submission).stem
     notebook = f"{stem}.ipynb" if f"{stem}.ipynb" in info.starters else None
     if notebook:
@@ -81,20 +89,12 @@ pytest --submission {notebook}"""
         commands = f"""grader check {submission}       # public cases, a hint for each failure, an HTML report
 pytest                          # the same public cases as pytest tests
 pytest --submission other.py    # another file"""
-    section = f"""
-## Checking your work
-
-Install the grader and pytest once, from this folder: {install}
-
-Then, in this folder:
-
-```bash
-{commands}
-```
-
-`grader check` finds the assignment in `assignments/{aid}/` next to your file and prints a hint
-for each failure (an HTML report too). It runs your code in a sandboxed process; {hidden}
-"""
+    section = "\n## " + say(tr("Checking your work")) + "\n\n" + say(tr(
+        "Install the grader and pytest once, from this folder: {install}", install=install)) + "\n\n" + say(tr(
+            "Then, in this folder:")) + f"\n\n```bash\n{commands}\n```\n\n" + say(tr(
+                "`grader check` finds the assignment in `assignments/{aid}/` next to your file and prints a hint for "
+                "each failure (an HTML report too). It runs your code in a sandboxed process; {hidden}", aid=aid,
+                hidden=hidden)) + "\n"
     head = original.rstrip() + "\n" if original else f"# {title}\n"
     return head + section
 
@@ -230,14 +230,18 @@ def _prepare_out(out: Path) -> None:
         raise OutputNotWritable(f"cannot write to {out}: {e.strerror or e}") from e
 
 
-def release(assignment, out: Path, *, verify: bool = True) -> Kit:
+def release(assignment, out: Path, *, verify: bool = True, lang: str | None = None) -> Kit:
     """Write the student kit of a (full) ``Assignment`` into the new or empty folder ``out``:
     starters, README, public cases with their setups precomputed by the reference
     (``expected.safetensors``) and the grader's wheel without the reference (``wheel/``). Refused,
     and removed, when a file names a hidden case or the seed, holds the reference's source, or
-    (``verify``) the kit's self-check of the reference is not 100 %."""
+    (``verify``) the kit's self-check of the reference is not 100 %. ``lang``: the students' language
+    (the kit's spec.toml ``lang``, and its README: the assignment's ``README.<lang>.md`` where it has one)."""
     src = assignment.dir
     spec = read_spec(src)
+    if lang is not None:
+        spec["lang"] = lang
+    kit_lang = normalise(spec.get("lang")) or DEFAULT
     if KIT_TABLE in spec:
         raise GraderError(f"{src} is already a student kit; release from the instructor's assignment folder")
     bad_imports = unshipped_imports(src, str(spec.get("reference", "")))
@@ -274,9 +278,10 @@ def release(assignment, out: Path, *, verify: bool = True) -> Kit:
         shutil.rmtree(out)
         raise
     written.append(wheel)
-    readme = (src / "README.md").read_text(encoding="utf-8") if (src / "README.md").is_file() else None
-    put(out / "README.md", readme_text(readme, title=assignment.title, aid=assignment.id,
-                                       submission=info.submission, info=info, wheel=wheel.name))
+    own = next((p for p in (src / f"README.{kit_lang}.md", src / "README.md") if p.is_file()), None)
+    readme = own.read_text(encoding="utf-8") if own is not None else None
+    put(out / "README.md", readme_text(readme, title=translate(assignment.title, kit_lang), aid=assignment.id,
+                                       submission=info.submission, info=info, wheel=wheel.name, lang=kit_lang))
     put(out / "conftest.py", CONFTEST)
 
     found = leaks(out, _secrets_of(assignment), reference_lines(assignment.reference, assignment.reference_file))

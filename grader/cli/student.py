@@ -21,7 +21,7 @@ import click
 
 from grader.errors import GraderError, OutputNotWritable
 from grader.cli.common import ExitCode, lang_option, prestart_sandbox
-from grader.i18n import tr
+from grader.i18n import LANGUAGES, tr
 from grader.report.outdir import writable_dir
 from grader.assignment.kit import locate_assignment
 from grader.grading.single import Graded, all_passed, grade_one
@@ -246,8 +246,11 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="New (or empty) folder for the kit.")
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks for errors.")
+@click.option("--lang", "lang", type=click.Choice(LANGUAGES), default=None,
+              help="The students' language: the kit's default for `grader check`, and its README "
+                   "[default: the assignment's `lang`, else en].")
 @_friendly
-def release(assignment: str, out_dir: Path, verbose: bool) -> None:
+def release(assignment: str, out_dir: Path, verbose: bool, lang: str | None) -> None:
     """Write the student kit of ASSIGNMENT: starters, README, public cases only.
 
     The kit holds the starter .py/.ipynb, the README, the public cases and a spec.toml
@@ -258,13 +261,14 @@ def release(assignment: str, out_dir: Path, verbose: bool) -> None:
     \b
     Examples:
       grader release masked-attention -o dist/masked-attention-kit
+      grader release masked-attention -o dist/kit-zh --lang zh-CN
       cd dist/masked-attention-kit && grader check attention.ipynb && pytest
     """
     from grader.assignment.spec import load_assignment
     from grader.authoring.release import release as write_kit
 
     a = load_assignment(assignment)
-    kit = write_kit(a, out_dir)
+    kit = write_kit(a, out_dir, lang=lang)
     for p in kit.files:
         click.echo(f"  {p.relative_to(kit.dir)}")
     click.echo(f"Kit for {a.id} v{a.version} in {kit.dir}: {kit.public_cases} public cases; "

@@ -216,24 +216,33 @@ class CheckResult:
         from grader.report.inline import InlineView
         from grader.report.text import fmt_points
 
+        from grader.i18n import ntr, render, tr
+
         r, g = self.report, self.graded
+        lang = r.lang
         public_total = sum(i.points for i in g.assignment.instances(public_only=True))
         total = public_total + g.hidden_points
         n = g.hidden_cases
-        hidden_part = f"{n} hidden case{'' if n == 1 else 's'} at grading time" if n else "no hidden cases"
-        which = f"Public cases for {self.function}" if self.function else "Public cases"
+        hidden_part = ntr("{n} hidden case at grading time", "{n} hidden cases at grading time", n) if n \
+            else tr("no hidden cases")
+        which = tr("Public cases for {function}", function=self.function) if self.function else tr("Public cases")
         passed = sum(c.outcome.value == "passed" for c in r.cases)
         name = self.located.path.name
         saved = time.strftime("%H:%M:%S", time.localtime(self.saved_at))
         return InlineView(
-            title=f"Self-check of {self.function} in {name}" if self.function else f"Self-check of {name}",
-            graded_file=(f"Graded {self.located.path} as saved at {saved} (found: {self.located.how}), "
-                         f"in a sandbox, in {self.seconds:.1f} s; not what this kernel holds."),
-            warning=self.warning, note=g.note,
-            lead=f"{which}: {fmt_points(r.score.possible)} of {fmt_points(total)} points checked, {hidden_part}",
-            passed=(f"Passed {passed} of {len(r.cases)} public case{'' if len(r.cases) == 1 else 's'} "
-                    f"({fmt_points(r.score.earned)} / {fmt_points(r.score.possible)} points)"),
-            hidden=hidden_sentence(n, g.hidden_points) if n else "There are no hidden cases.",
+            title=(tr("Self-check of {function} in {file}", function=self.function, file=name) if self.function
+                   else tr("Self-check of {file}", file=name)).render(lang),
+            graded_file=tr("Graded {path} as saved at {saved} (found: {how}), in a sandbox, in {seconds} s; not what "
+                           "this kernel holds.", path=str(self.located.path), saved=saved, how=self.located.how,
+                           seconds=format(self.seconds, ".1f")).render(lang),
+            warning=render(self.warning, lang) if self.warning else self.warning, note=render(g.note, lang),
+            lead=tr("{which}: {public} of {total} points checked, {hidden}", which=which,
+                    public=fmt_points(r.score.possible), total=fmt_points(total), hidden=hidden_part).render(lang),
+            passed=ntr("Passed {passed} of {n} public case ({earned} / {possible} points)",
+                       "Passed {passed} of {n} public cases ({earned} / {possible} points)", len(r.cases),
+                       passed=passed, earned=fmt_points(r.score.earned),
+                       possible=fmt_points(r.score.possible)).render(lang),
+            hidden=hidden_sentence(n, g.hidden_points, lang) if n else tr("There are no hidden cases.").render(lang),
             function=self.function)
 
     def _repr_html_(self) -> str:
@@ -241,7 +250,7 @@ class CheckResult:
         from grader.report.view import build_view
 
         uid = f"gc{id(self):x}{int(time.time() * 1000) % 100000}-"
-        return render_inline(self.inline_view(), build_view(self.report, uid_prefix=uid))
+        return render_inline(self.inline_view(), build_view(self.report, uid_prefix=uid), self.report.lang)
 
     def __repr__(self) -> str:
         from grader.report.selfcheck_text import marks

@@ -17,6 +17,7 @@ from markupsafe import Markup
 from grader.assignment.builtin import explanation
 from grader.report.html import environment
 from grader.report.view import ReportView
+from grader.i18n import DEFAULT, translate
 
 SCOPE = ".grader-check"
 
@@ -97,8 +98,8 @@ def stylesheet() -> Markup:
     return Markup(css)
 
 
-def render_inline(n: InlineView, v: ReportView) -> str:
-    """The self-check's cell output: header, score line, failing cases with evidence and heatmaps,
-    passed cases, hidden-case count."""
-    return environment().get_template("notebook_check.html").render(
-        n=n, v=v, css=stylesheet(), load_explanation=explanation("load-error"))
+def render_inline(n: InlineView, v: ReportView, lang: str = DEFAULT) -> str:
+    """The self-check's cell output in `lang`: header, score line, failing cases with evidence and
+    heatmaps, passed cases, hidden-case count."""
+    return environment(lang).get_template("notebook_check.html").render(
+        n=n, v=v, css=stylesheet(), load_explanation=translate(explanation("load-error"), lang))

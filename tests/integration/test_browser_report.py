@@ -172,3 +172,83 @@ def test_report_is_complete_without_javascript(browser, site, tmp_path):
         page.screenshot(path=str(tmp_path / "no_js.png"), full_page=True)
     finally:
         context.close()
+
+
+# --- Chinese pages ---------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+CJK_FONT = "Noto Sans CJK SC"  # what .ci/run installs (Debian's fonts-noto-cjk); the page names it, never loads it
+
+
+@pytest.fixture(scope="module")
+def site_zh(tmp_path_factory) -> Path:
+    """A real grading run in Chinese (pages and dashboard): a failing student, a passing one."""
+    from click.testing import CliRunner
+
+    from grader.cli.app import main
+
+    subs = tmp_path_factory.mktemp("zh-subs")
+    shutil.copy(ROOT / "submissions" / "masked-attention" / "buggy" / "zero_fill.py", subs / "张三_zero_fill.py")
+    shutil.copy(ROOT / "submissions" / "masked-attention" / "buggy" / "mask_after_softmax.py", subs / "li.py")
+    out = tmp_path_factory.mktemp("zh-site")
+    result = CliRunner().invoke(main, ["grade", str(subs), "-a", str(ROOT / "assignments" / "masked-attention"),
+                                       "-o", str(out), "-j", "1", "--lang", "zh-CN", "--dashboard-lang", "zh-CN"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+OVERFLOW = """() => {
+  const wide = (el) => el.scrollWidth > el.clientWidth + 1;
+  const out = [];
+  if (document.documentElement.scrollWidth > document.documentElement.clientWidth + 1) out.push('page');
+  for (const el of document.querySelectorAll('td, th, figcaption, .panel-caption, dd, h1, h2, h3, .legend span')) {
+    if (wide(el)) out.push(el.tagName + ': ' + el.textContent.trim().slice(0, 60));
+  }
+  return out;
+}"""
+
+
+def _cjk_font_installed() -> bool:
+    import subprocess
+
+    try:
+        return CJK_FONT in subprocess.run(["fc-list"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.parametrize("width", [1200, 390])
+def test_chinese_report_holds_its_layout(browser, site_zh, tmp_path, width):
+    _, context = browser
+    [path] = [p for p in site_zh.glob("*.html") if p.name.startswith("张三")]
+    w = Watched(context, path)
+    page = w.page
+    page.set_viewport_size({"width": width, "height": 900})
+    assert page.get_attribute("html", "lang") == "zh-CN"
+    assert page.locator("h1").inner_text() == "张三 的反馈"
+    case = page.locator('article[data-case-id="attention_causal_small"]')
+    assert "被屏蔽的位置分到了注意力权重" in case.inner_text()
+    assert case.locator("figure.hm-figure").first.locator("svg[data-role=actual] rect.leak").count() > 0
+    assert case.get_by_label("给查询看不到的位置画斜线（未来位置 / 填充）").is_checked()  # the script's words, translated
+    if width == 1200:  # a phone may scroll a wide heatmap inside its figure; the table and text must fit
+        assert page.evaluate(OVERFLOW) == []
+    else:
+        assert [x for x in page.evaluate(OVERFLOW) if not x.startswith(("page", "FIGCAPTION"))] == []
+    family = page.evaluate("getComputedStyle(document.body).fontFamily")
+    assert CJK_FONT in family and "Microsoft YaHei" in family and "PingFang SC" in family
+    if _cjk_font_installed():
+        assert page.evaluate(f"document.fonts.check('16px \"{CJK_FONT}\"', '注意力')")
+    page.screenshot(path=str(tmp_path / f"zh_report_{width}.png"), full_page=True)
+    w.assert_quiet()
+
+
+def test_chinese_dashboard_holds_its_layout(browser, site_zh, tmp_path):
+    _, context = browser
+    w = Watched(context, site_zh / "index.html")
+    page = w.page
+    assert page.get_attribute("html", "lang") == "zh-CN"
+    assert "最常见的错误" in page.locator("#concepts").inner_text()
+    assert page.locator("#students a", has_text="张三").count() == 1
+    assert page.evaluate(OVERFLOW) == []
+    page.screenshot(path=str(tmp_path / "zh_dashboard.png"), full_page=True)
+    w.assert_quiet()

@@ -51,6 +51,7 @@ def test_kit_contents(kit):
         "README.md", "attention.py", "attention.ipynb", "conftest.py",
         "assignments/masked-attention/spec.toml", "assignments/masked-attention/cases_public.py",
         "assignments/masked-attention/_common.py", "assignments/masked-attention/expected.safetensors",
+        "assignments/masked-attention/locales/zh_CN/LC_MESSAGES/assignment.po",
         f"wheel/attention_grader-{grader.__version__}-py3-none-any.whl"}
     src = ROOT / "assignments" / "masked-attention"
     assert (kit / "attention.py").read_bytes() == (src / "starter" / "attention.py").read_bytes()
@@ -99,6 +100,35 @@ def test_no_hidden_case_id_title_source_or_seed_in_the_kit(kit):
         assert not name.startswith("wheel/") or "!reference/" not in name
     kit_a = load_assignment(kit / "assignments" / "masked-attention")
     assert [i.id for i in kit_a.instances()] == PUBLIC and kit_a.seed != full.seed
+
+
+def test_the_kit_carries_only_the_public_part_of_the_assignments_translations(kit):
+    from babel.messages.pofile import read_po
+
+    def ids(path: Path) -> set[str]:
+        with path.open("rb") as f:
+            return {m.id for m in read_po(f) if m.id}
+
+    po = "locales/zh_CN/LC_MESSAGES/assignment.po"
+    shipped, full = ids(kit / "assignments" / "masked-attention" / po), ids(FULL.dir / po)
+    assert {c.title for c in FULL.cases if not c.hidden} <= shipped
+    assert not shipped & {c.title for c in FULL.cases if c.hidden}
+    hidden_only = {"Any mask broadcastable to (B, H, Lq, Lk) must work: do not assume its rank."}  # cases_hidden.py
+    assert hidden_only <= full and not hidden_only & shipped
+
+
+def test_a_kit_released_in_chinese_speaks_chinese(tmp_path):
+    out = tmp_path / "kit"
+    result = CliRunner().invoke(main, ["release", "masked-attention", "-o", str(out), "--lang", "zh-CN"])
+    assert result.exit_code == 0, result.output
+    assert 'lang = "zh-CN"' in (out / "assignments/masked-attention/spec.toml").read_text("utf-8")
+    readme = (out / "README.md").read_text("utf-8")
+    assert "## 检查你的代码" in readme and f"正式评分时还会运行 {len(HIDDEN)} 个隐藏用例" in readme
+    shutil.copy(SUBS / "buggy" / "zero_fill.py", out / "attention.py")
+    proc = subprocess.run([sys.executable, "-m", "grader", "check", "attention.py"], cwd=out, capture_output=True,
+                          text=True, env={**_env(), "LANG": "C.UTF-8"}, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "  ✗ 带因果掩码的 masked_attention [attention_causal_small] — mask-fill-value" in proc.stdout.splitlines()
 
 
 def test_every_assignment_releases_without_a_leak(tmp_path):
