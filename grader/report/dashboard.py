@@ -9,7 +9,7 @@ import os
 import statistics
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from urllib.parse import quote
 
@@ -223,6 +223,7 @@ def render_dashboard(reports: list[GradeReport], *, run: RunInfo | Mapping[str, 
     grader's locale, whatever language the students' pages are in)."""
     lang = choose(lang)
     info = RunInfo.coerce(run, reports)
+    info = replace(info, title=translate(info.title, lang), date=timestamp(info.date, lang))
     view = build_dashboard(reports, RunInfo(**{f.name: one_line(v, 200) if isinstance(v := getattr(info, f.name), str)
                                                else v for f in fields(RunInfo)}), lang)
     return render_page("dashboard.html", "dashboard.js", lang, d=view, hist_w=HIST_W, hist_h=HIST_H,

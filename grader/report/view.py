@@ -257,7 +257,7 @@ def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix:
     earned, possible = fmt_points(report.score.earned), fmt_points(report.score.possible)
     return ReportView(
         student_id=one_line(report.submission.id, 120), filename=one_line(report.submission.filename, 200),
-        assignment=one_line(report.assignment.id, 120), assignment_title=one_line(report.assignment.title, 200),
+        assignment=one_line(report.assignment.id, 120), assignment_title=one_line(translate(report.assignment.title, lang), 200),
         version=one_line(report.assignment.version, 60),
         score_percent=report.score.display_percent(),
         score_points=tr("{earned} / {possible} points", earned=earned, possible=possible).render(lang),
