@@ -9,6 +9,7 @@ them, imports what it does not ship, or carries a line of the reference's code.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
@@ -18,6 +19,7 @@ from grader.assignment.kit import CONFTEST, KIT_TABLE, SHIPPED_CASE_FILES, SPEC_
 from grader.assignment.spec import read_spec
 from grader.errors import AssignmentSpecError, GraderError, OutputNotWritable
 from grader.i18n import DEFAULT, Msg, normalise, ntr, tr, translate
+from grader.i18n.documents import translate_markdown, translate_notebook
 
 
 def kit_seed(seed: int, aid: str, version: str) -> int:
@@ -262,7 +264,11 @@ def release(assignment, out: Path, *, verify: bool = True, lang: str | None = No
         written.append(path)
 
     for p in starters:
-        written.append(Path(shutil.copyfile(p, out / p.name)))
+        if p.suffix == ".ipynb" and kit_lang != DEFAULT:  # its markdown cells in the students' language
+            nb = translate_notebook(json.loads(p.read_text(encoding="utf-8")), kit_lang)
+            put(out / p.name, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        else:
+            written.append(Path(shutil.copyfile(p, out / p.name)))
     for name in SHIPPED_CASE_FILES:
         if (src / name).is_file():
             written.append(Path(shutil.copyfile(src / name, adir / name)))
@@ -280,6 +286,8 @@ def release(assignment, out: Path, *, verify: bool = True, lang: str | None = No
     written.append(wheel)
     own = next((p for p in (src / f"README.{kit_lang}.md", src / "README.md") if p.is_file()), None)
     readme = own.read_text(encoding="utf-8") if own is not None else None
+    if own is not None and own.name == "README.md":
+        readme = translate_markdown(readme, kit_lang)  # block by block, from the assignment's catalog
     put(out / "README.md", readme_text(readme, title=translate(assignment.title, kit_lang), aid=assignment.id,
                                        submission=info.submission, info=info, wheel=wheel.name, lang=kit_lang))
     put(out / "conftest.py", CONFTEST)

@@ -4,7 +4,8 @@
   explanation and dashboard sentence (the report looks them up by their English text).
 * ``extract_cases``: an assignment's case files: the ``title=`` of every ``@case(...)`` and the
   strings given to ``tr``, ``ntr`` and ``N_``.
-* ``extract_notebook``: the markdown cells of a starter notebook, one message per cell.
+* ``extract_notebook``: the markdown cells of a starter notebook, ``extract_markdown``: a README;
+  one message per prose block (`grader.i18n.documents`).
 
 babel.cfg at the repository root maps files to these (see docs/translating.md).
 """
@@ -51,9 +52,19 @@ def extract_cases(fileobj: IO[bytes], keywords: Any, comment_tags: Any, options:
 
 
 def extract_notebook(fileobj: IO[bytes], keywords: Any, comment_tags: Any, options: dict) -> Extracted:
+    from grader.i18n.documents import markdown_blocks
+
     nb = json.loads(fileobj.read().decode("utf-8"))
     for n, cell in enumerate(nb.get("cells", []), 1):
         if cell.get("cell_type") == "markdown":
-            source = "".join(cell.get("source", ""))
-            if source.strip():
-                yield n, "N_", source, [f"markdown cell {n}"]
+            for block, prose in markdown_blocks("".join(cell.get("source", ""))):
+                if prose:
+                    yield n, "N_", block, [f"markdown cell {n}"]
+
+
+def extract_markdown(fileobj: IO[bytes], keywords: Any, comment_tags: Any, options: dict) -> Extracted:
+    from grader.i18n.documents import markdown_blocks
+
+    for block, prose in markdown_blocks(fileobj.read().decode("utf-8")):
+        if prose:
+            yield 1, "N_", block, []

@@ -123,7 +123,18 @@ def test_a_kit_released_in_chinese_speaks_chinese(tmp_path):
     assert result.exit_code == 0, result.output
     assert 'lang = "zh-CN"' in (out / "assignments/masked-attention/spec.toml").read_text("utf-8")
     readme = (out / "README.md").read_text("utf-8")
+    assert readme.startswith("# 掩码与带掩码的缩放点积注意力\n\n在 `attention.py`（或笔记本 `attention.ipynb`）中实现四个函数。")
     assert "## 检查你的代码" in readme and f"正式评分时还会运行 {len(HIDDEN)} 个隐藏用例" in readme
+    assert "grader check attention.ipynb    # if you work in the notebook" in readme  # code blocks stay as written
+    import json
+
+    def cells(path: Path, kind: str) -> list[str]:
+        return ["".join(c["source"]) for c in json.loads(path.read_text("utf-8"))["cells"] if c["cell_type"] == kind]
+
+    starter = ROOT / "assignments" / "masked-attention" / "starter" / "attention.ipynb"
+    assert cells(out / "attention.ipynb", "code") == cells(starter, "code")
+    markdown = cells(out / "attention.ipynb", "markdown")
+    assert markdown[0].startswith("# 带掩码的注意力") and "## `causal_mask`" in markdown
     shutil.copy(SUBS / "buggy" / "zero_fill.py", out / "attention.py")
     proc = subprocess.run([sys.executable, "-m", "grader", "check", "attention.py"], cwd=out, capture_output=True,
                           text=True, env={**_env(), "LANG": "C.UTF-8"}, timeout=120)

@@ -110,3 +110,17 @@ def test_the_recorded_language_is_the_one_a_page_renders_in_by_default():
     assert '<html lang="en">' in render_submission(report)
     assert '<html lang="zh-CN">' in render_submission(replace(report, lang="zh-CN"))
     assert '<html lang="en">' in render_submission(replace(report, lang="zh-CN"), lang="en")
+
+
+def test_a_document_is_translated_block_by_block_and_code_stays_as_written():
+    from grader.i18n import add_assignment_locales
+    from grader.i18n.documents import markdown_blocks, translate_markdown
+
+    add_assignment_locales(DATA.parent.parent / "assignments" / "masked-attention" / "locales")  # as loading it does
+    text = ("# Masked attention\n\nCheck your work (public cases only; hidden cases run at grading time):\n\n"
+            "```bash\ngrader check a.py\n\ngrader check b.py\n```\n\n## `causal_mask`\n\nNo catalog has this.\n")
+    assert [prose for _, prose in markdown_blocks(text)] == [True, True, False, False, True]
+    assert translate_markdown(text, "zh-CN") == (
+        "# 带掩码的注意力\n\n检查你的代码（只运行公开用例；隐藏用例在正式评分时运行）：\n\n"
+        "```bash\ngrader check a.py\n\ngrader check b.py\n```\n\n## `causal_mask`\n\nNo catalog has this.\n")
+    assert translate_markdown(text, "en") == text
