@@ -16,10 +16,11 @@ from pathlib import Path
 from grader.report.dashboard import RunInfo, report_filename
 from grader.report.html import write_text_atomic
 from grader.report.text import clean_block, csv_cell, fmt_points, md_escape, one_line
-from grader.report.view import evidence_facts
+from grader.report.view import case_message, case_notes, evidence_facts, load_message
 from grader.results import CaseResult, Concept, GradeReport, Outcome
 from grader.untrusted import json_text
 from grader.assignment.concepts import vocabulary
+from grader.i18n import DEFAULT, N_, tr, translate
 
 CSV_FIXED_COLUMNS = ["student_id", "earned", "possible", "percent"]
 GRADESCOPE_OUTPUT_LIMIT = 4000
@@ -59,25 +60,27 @@ def write_grades_csv(reports: list[GradeReport], path: str | os.PathLike[str]) -
     return write_text_atomic(path, grades_csv(reports))
 
 
-def _case_text(case: CaseResult, *, details: bool, vocab: dict[str, Concept]) -> str:
-    """A plain-text account of one case for Gradescope's output box."""
+def _case_text(case: CaseResult, *, details: bool, vocab: dict[str, Concept], lang: str = DEFAULT) -> str:
+    """A plain-text account of one case for Gradescope's output box, in `lang`."""
     if case.outcome is Outcome.PASSED:
-        return "Passed."
+        return tr("Passed.").render(lang)
     parts = []
     if case.concept:
         c = vocab.get(case.concept)
-        parts.append(f"{c.title}. {c.explanation}" if c else f"{case.concept}.")
+        parts.append(tr("{title}. {explanation}", title=tr(c.title), explanation=tr(c.explanation)).render(lang)
+                     if c else f"{case.concept}.")
     if details:
-        if case.message:
-            parts.append(clean_block(case.message, 2000))
-        facts = evidence_facts(case.evidence)
+        message = case_message(case, lang)
+        if message:
+            parts.append(clean_block(message, 2000))
+        facts = evidence_facts(case.evidence, lang)
         if facts:
-            parts.append("\n".join(f"{f.label}: {f.value}" for f in facts))
-        parts += [clean_block(n, 1000) for n in case.evidence.notes]
+            parts.append("\n".join(tr("{label}: {value}", label=f.label, value=f.value).render(lang) for f in facts))
+        parts += [clean_block(n, 1000) for n in case_notes(case.evidence, lang)]
         if case.evidence.traceback:
             parts.append(clean_block(case.evidence.traceback, 2000))
     else:
-        parts.append("Hidden case: details are not shown.")
+        parts.append(tr("Hidden case: details are not shown.").render(lang))
     return clean_block("\n\n".join(parts), GRADESCOPE_OUTPUT_LIMIT)
 
 
@@ -88,24 +91,26 @@ def gradescope_results(report: GradeReport, *, release_hidden: bool = False) -> 
     """
     tests = []
     vocab = vocabulary(report.concepts)
+    lang = report.lang
     for case in report.cases:
         tests.append({
-            "name": one_line(f"{case.title} ({case.id})", 300),
+            "name": one_line(f"{translate(case.title, lang)} ({case.id})", 300),
             "score": case.points.earned,
             "max_score": case.points.possible,
             "status": "passed" if case.outcome is Outcome.PASSED else "failed",
             "visibility": "after_published" if case.hidden else "visible",
-            "output": _case_text(case, details=release_hidden or not case.hidden, vocab=vocab),
+            "output": _case_text(case, details=release_hidden or not case.hidden, vocab=vocab, lang=lang),
             "tags": [case.concept] if case.concept and case.outcome is not Outcome.PASSED else [],
         })
     output = []
     if report.public_only:
-        output.append("Self-check: public cases only, not an official grade.")
+        output.append(translate(N_("Self-check: public cases only, not an official grade."), lang))
     if not report.load.ok:
-        output.append("The submission could not be loaded:\n" + clean_block(report.load.message, 2000))
+        output.append(tr("The submission could not be loaded:").render(lang) + "\n"
+                      + clean_block(load_message(report, lang), 2000))
     for e in report.load.cell_errors:
-        where = f"cell {e.cell}" if e.cell is not None else "module"
-        output.append(f"Error while loading ({where}): {clean_block(e.error, 500)}")
+        output.append(tr("Error while loading ({where}): {error}", where=e.where_i18n(),
+                         error=clean_block(e.error, 500)).render(lang))
     return {
         "score": report.score.earned,
         "execution_time": round(sum(c.duration_s for c in report.cases), 3),

@@ -132,6 +132,10 @@ def test_grade_records_the_language_and_the_students_read_chinese_while_the_dash
     page = _page(graded_zh, "张三")
     assert '<html lang="zh-CN">' in page and '<span class="student-id">张三</span> 的反馈' in page
     assert "被屏蔽的位置分到了注意力权重" in page and "Masked positions received" not in page
+    [gs] = [p for p in (graded_zh / "gradescope").glob("*.json") if p.name.startswith("张三")]
+    tests = {t["name"]: t for t in json.loads(gs.read_text(encoding="utf-8"))["tests"]}
+    failed = tests["带因果掩码的 masked_attention (attention_causal_small)"]["output"]
+    assert failed.startswith("被屏蔽的分数在 softmax 之前必须是 -inf") and "最大差值：1（允许 2e-05）" in failed
     index = (graded_zh / "index.html").read_text(encoding="utf-8")
     assert '<html lang="en">' in index and "What went wrong most often" in index
     assert '>张三</a>' in index and "filled masked scores with 0" in index
