@@ -193,7 +193,8 @@ class Engine:
         if sub.error:
             if worker is not None:
                 _retire(worker)
-            return self.report_without_results(info, "load-error", untrusted.text(sub.error, 4000))
+            return self.report_without_results(info, "load-error", sub.error_i18n if sub.error_i18n is not None
+                                               else untrusted.text(sub.error, 4000))
         worker = self.sandbox.open(sub) if worker is None else self.sandbox.open(sub, started=worker)
         output = _Output()
         try:

@@ -15,6 +15,8 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 
+from grader.i18n import Msg, tr
+
 MAX_FILE_BYTES = 20 << 20
 """Largest single file read (a notebook full of stored outputs is refused, not parsed)."""
 MAX_TOTAL_BYTES = 50 << 20
@@ -39,14 +41,15 @@ class CodeUnit:
     neutralised (same line numbers; see grader.submission.selfcheck_cells)."""
 
 
-def unit_title(unit: CodeUnit, width: int = 60) -> str:
-    """How a student finds a unit: "code cell 5 (def causal_mask(q_len, k_len=None, ...)" for a cell."""
+def unit_title(unit: CodeUnit, width: int = 60) -> Msg | str:
+    """How a student finds a unit: "code cell 5 (def causal_mask(q_len, k_len=None, ...)" for a cell
+    (translatable), the file name for a module."""
     if unit.cell is None:
         return unit.label
     first = next((line.strip() for line in unit.source.splitlines() if line.strip()), "")
     if len(first) > width:
         first = first[: width - 1] + "…"
-    return f"{unit.label} ({first})" if first else unit.label
+    return tr("code cell {n} ({code})", n=unit.cell, code=first) if first else tr("code cell {n}", n=unit.cell)
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,9 @@ class LoadedSubmission:
     files: dict[str, bytes] = field(default_factory=dict)
     """Extra files (relative path -> bytes) for the worker's scratch dir."""
     error: str | None = None
-    """Set when nothing can run: a message for the student."""
+    """Set when nothing can run: a message for the student (English)."""
+    error_i18n: Msg | None = None
+    """``error`` as a translatable message."""
 
 
 class _Refused(Exception):
@@ -100,7 +105,9 @@ def load_submission(path: str | os.PathLike, *, main_module: str | None = None,
             units = _notebook_units(raw, name, cell_tag) if kind == "ipynb" else _py_units(raw, name)
             extra = {}
     except _Refused as e:
-        return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, error=str(e))
+        reason = e.args[0] if e.args else ""
+        return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, error=str(reason),
+                                error_i18n=reason if isinstance(reason, Msg) else None)
     return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, units=tuple(units), files=extra)
 
 
@@ -120,12 +127,12 @@ def _read_capped(path: str) -> bytes:
         with open(path, "rb") as f:
             raw = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        raise _Refused(f"{os.path.basename(path)} does not exist") from None
+        raise _Refused(tr("{file} does not exist", file=os.path.basename(path))) from None
     except OSError as e:
-        raise _Refused(f"{os.path.basename(path)} could not be read: {e.strerror}") from None
+        raise _Refused(tr("{file} could not be read: {strerror}", file=os.path.basename(path), strerror=e.strerror)) from None
     if len(raw) > MAX_FILE_BYTES:
-        raise _Refused(f"{os.path.basename(path)} is larger than {MAX_FILE_BYTES >> 20} MB; "
-                       "clear the notebook's outputs (Kernel > Restart & Clear Output) and resubmit")
+        raise _Refused(tr("{file} is larger than {mb} MB; clear the notebook's outputs (Kernel > Restart & "
+                          "Clear Output) and resubmit", file=os.path.basename(path), mb=MAX_FILE_BYTES >> 20))
     return raw
 
 
@@ -133,14 +140,13 @@ def _decode(raw: bytes, name: str) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise _Refused(f"{name} is not UTF-8 text (invalid byte 0x{raw[e.start]:02x} at byte offset "
-                       f"{e.start}); save it as UTF-8") from None
+        raise _Refused(tr("{name} is not UTF-8 text (invalid byte 0x{byte} at byte offset {start}); save it as UTF-8", name=name, byte=format(raw[e.start], "02x"), start=e.start)) from None
     return text.removeprefix("\ufeff")
 
 
 def _py_units(raw: bytes, name: str) -> list[CodeUnit]:
     if not raw.strip():
-        raise _Refused(f"{name} is empty")
+        raise _Refused(tr("{name} is empty", name=name))
     return [CodeUnit(label=name, cell=None, source=_decode(raw, name))]
 
 
@@ -148,19 +154,19 @@ def _py_units(raw: bytes, name: str) -> list[CodeUnit]:
 
 def _notebook_units(raw: bytes, name: str, cell_tag: str | None) -> list[CodeUnit]:
     if not raw.strip():
-        raise _Refused(f"{name} is empty")
+        raise _Refused(tr("{name} is empty", name=name))
     text = _decode(raw, name)
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as e:
-        raise _Refused(f"{name} is not a valid notebook (invalid JSON: {e}); "
-                       "download it again with File > Download > .ipynb") from None
+        raise _Refused(tr("{name} is not a valid notebook (invalid JSON: {error}); download it again with File > "
+                          "Download > .ipynb", name=name, error=e)) from None
     if not isinstance(doc, dict):
-        raise _Refused(f"{name} is not a valid notebook (its JSON is not an object)")
+        raise _Refused(tr("{name} is not a valid notebook (its JSON is not an object)", name=name))
     major = doc.get("nbformat")
     if not isinstance(major, int) or major < 3 or major > 4:
-        raise _Refused(f"{name} uses notebook format version {major!r}; only versions 3 and 4 are "
-                       "supported (open and save it in a current Jupyter)")
+        raise _Refused(tr("{name} uses notebook format version {major}; only versions 3 and 4 are supported (open "
+                          "and save it in a current Jupyter)", name=name, major=repr(major)))
     import nbformat  # costly (~1.7 s), so imported only when a notebook is loaded
 
     try:
@@ -168,7 +174,7 @@ def _notebook_units(raw: bytes, name: str, cell_tag: str | None) -> list[CodeUni
             warnings.simplefilter("ignore")
             nb = nbformat.reads(text, as_version=4)
     except Exception as e:  # nbformat raises many types for malformed notebooks
-        raise _Refused(f"{name} is not a valid notebook ({type(e).__name__}: {str(e)[:200]})") from None
+        raise _Refused(tr("{name} is not a valid notebook ({kind}: {error})", name=name, kind=type(e).__name__, error=str(e)[:200])) from None
     units = []
     code_cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
     for number, cell in enumerate(code_cells, start=1):
@@ -185,9 +191,9 @@ def _notebook_units(raw: bytes, name: str, cell_tag: str | None) -> list[CodeUni
         units = [CodeUnit(label=u.label, cell=u.cell, source=src) for u, src in zip(units, sources)]
     if not units:
         if cell_tag is not None:
-            raise _Refused(f"{name} has no code cell tagged {cell_tag!r}; add the tag to the cells "
-                           "to grade (View > Cell Toolbar > Tags)")
-        raise _Refused(f"{name} has no code cells")
+            raise _Refused(tr("{name} has no code cell tagged {cell_tag}; add the tag to the cells to grade (View > "
+                              "Cell Toolbar > Tags)", name=name, cell_tag=repr(cell_tag)))
+        raise _Refused(tr("{name} has no code cells", name=name))
     return units
 
 
@@ -235,11 +241,11 @@ def read_folder(root: str) -> dict[str, bytes]:
             if fn.startswith(".") or not os.path.isfile(full):
                 continue
             if len(files) >= MAX_MEMBERS:
-                raise _Refused(f"the submission folder has more than {MAX_MEMBERS} files")
+                raise _Refused(tr("the submission folder has more than {max_members} files", max_members=MAX_MEMBERS))
             data = _read_capped(full)
             total += len(data)
             if total > MAX_TOTAL_BYTES:
-                raise _Refused(f"the submission folder is larger than {MAX_TOTAL_BYTES >> 20} MB")
+                raise _Refused(tr("the submission folder is larger than {mb} MB", mb=MAX_TOTAL_BYTES >> 20))
             files[rel] = data
     return files
 
@@ -248,7 +254,7 @@ def _check_link(full: str, real_root: str, root: str) -> None:
     target = os.path.realpath(full)
     if target != real_root and not target.startswith(real_root + os.sep):
         rel = os.path.relpath(full, root)
-        raise _Refused(f"{rel} is a symbolic link pointing outside the submission; submit the file itself")
+        raise _Refused(tr("{rel} is a symbolic link pointing outside the submission; submit the file itself", rel=rel))
 
 
 def _read_zip(path: str) -> dict[str, bytes]:
@@ -256,32 +262,32 @@ def _read_zip(path: str) -> dict[str, bytes]:
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as e:
-        raise _Refused(f"{name} is not a valid zip file ({e})") from None
+        raise _Refused(tr("{name} is not a valid zip file ({error})", name=name, error=e)) from None
     files: dict[str, bytes] = {}
     with zf:
         infos = zf.infolist()
         if len(infos) > MAX_MEMBERS:
-            raise _Refused(f"{name} holds more than {MAX_MEMBERS} files")
+            raise _Refused(tr("{name} holds more than {max_members} files", name=name, max_members=MAX_MEMBERS))
         if sum(i.file_size for i in infos) > MAX_TOTAL_BYTES:
-            raise _Refused(f"{name} unpacks to more than {MAX_TOTAL_BYTES >> 20} MB")
+            raise _Refused(tr("{name} unpacks to more than {mb} MB", name=name, mb=MAX_TOTAL_BYTES >> 20))
         for info in infos:
             member = info.filename
             parts = member.replace("\\", "/").split("/")
             if member.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", member) or ".." in parts:
-                raise _Refused(f"{name} contains the unsafe path {member!r}; zip the files themselves")
+                raise _Refused(tr("{name} contains the unsafe path {member}; zip the files themselves", name=name, member=repr(member)))
             if stat.S_ISLNK(info.external_attr >> 16):
-                raise _Refused(f"{name} contains a symbolic link ({member}); zip the files themselves")
+                raise _Refused(tr("{name} contains a symbolic link ({member}); zip the files themselves", name=name, member=member))
             if info.is_dir() or "__MACOSX" in parts or parts[-1].startswith("."):
                 continue
             try:
                 data = zf.read(info)
             except Exception as e:  # corrupt member, unsupported compression, bad CRC
-                raise _Refused(f"{name}: {member} could not be unpacked ({e})") from None
+                raise _Refused(tr("{name}: {member} could not be unpacked ({error})", name=name, member=member, error=e)) from None
             if len(data) > MAX_FILE_BYTES:
-                raise _Refused(f"{name}: {member} is larger than {MAX_FILE_BYTES >> 20} MB")
+                raise _Refused(tr("{name}: {member} is larger than {mb} MB", name=name, member=member, mb=MAX_FILE_BYTES >> 20))
             rel = "/".join(p for p in parts if p not in ("", "."))
             if rel in files:
-                raise _Refused(f"{name} holds {rel!r} twice; zip each file once")
+                raise _Refused(tr("{name} holds {rel} twice; zip each file once", name=name, rel=repr(rel)))
             files[rel] = data
     _check_no_clash(files, name)
     return _strip_common_dir(files)
@@ -295,8 +301,8 @@ def _check_no_clash(files: dict[str, bytes], name: str) -> None:
         for depth in range(1, len(parts)):
             folder = "/".join(parts[:depth])
             if folder in files:
-                raise _Refused(f"{name} holds both a file and a folder named {folder!r} (the folder holds "
-                               f"{rel!r}); rename one of them and zip again")
+                raise _Refused(tr("{name} holds both a file and a folder named {folder} (the folder holds {rel}); "
+                                  "rename one of them and zip again", name=name, folder=repr(folder), rel=repr(rel)))
 
 
 def _strip_common_dir(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -323,8 +329,8 @@ def _from_tree(files: dict[str, bytes], main_module: str | None,
         if len(candidates) == 1:
             main = candidates[0]
         else:
-            found = ", ".join(candidates) or "no .py or .ipynb files"
-            raise _Refused(f"the submission has no {main}; found: {found}. Rename your main file to {main}")
+            found = ", ".join(candidates) if candidates else tr("no .py or .ipynb files")
+            raise _Refused(tr("the submission has no {main}; found: {found}. Rename your main file to {main}", main=main, found=found))
     data = files[main]
     units = _notebook_units(data, main, cell_tag) if main.endswith(".ipynb") else _py_units(data, main)
     extra = {rel: d for rel, d in files.items() if rel != main}

@@ -165,3 +165,15 @@ def test_ci_annotations_speak_the_chosen_language(tmp_path):
     errors = [line for line in result.output.splitlines() if line.startswith("::error")]
     assert any("被屏蔽的位置分到了注意力权重" in line for line in errors)
     assert any("隐藏用例" in line for line in errors)  # hidden cases: title and concept only, in Chinese
+
+
+def test_load_errors_and_cell_errors_are_chinese_too(tmp_path):
+    empty = tmp_path / "empty.py"
+    empty.write_text("", encoding="utf-8")
+    result = run("check", str(empty), "-a", str(ASSIGNMENT), "-o", str(tmp_path / "a"), "--lang", "zh-CN")
+    assert result.output.splitlines()[1] == "你的提交无法加载：empty.py 是空的"
+    notebook = ROOT / "submissions" / "masked-attention" / "correct" / "correct_notebook.ipynb"
+    result = run("check", str(notebook), "-a", str(ASSIGNMENT), "-o", str(tmp_path / "b"), "--lang", "zh-CN")
+    assert result.output.splitlines()[1].startswith("加载时出错（代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)））：NameError")
+    page = (tmp_path / "b" / "correct_notebook.html").read_text(encoding="utf-8")
+    assert "代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)）" in page and "加载时抛出错误的代码" in page

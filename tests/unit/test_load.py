@@ -62,13 +62,14 @@ def test_notebook_code_cells_numbered_without_markdown(tmp_path):
     sub = load_submission(p)
     assert sub.error is None and sub.kind == "ipynb"
     assert [(u.label, u.cell) for u in sub.units] == [("code cell 1", 1), ("code cell 2", 2)]
-    assert [load.unit_title(u) for u in sub.units] == ["code cell 1 (x = 1)", "code cell 2 (def f():)"]
+    assert [str(load.unit_title(u)) for u in sub.units] == ["code cell 1 (x = 1)", "code cell 2 (def f():)"]
+    assert load.unit_title(sub.units[0]).render("zh-CN") == "代码单元格 1（x = 1）"
     assert "stored output" not in "".join(u.source for u in sub.units)
 
 
 def test_unit_title_shortens_a_long_first_line_and_names_a_module_by_its_file():
     cell = load.CodeUnit("code cell 3", 3, "causal_mask = causal_mask(" + "x, " * 40 + ")")
-    title = load.unit_title(cell, width=30)
+    title = str(load.unit_title(cell, width=30))
     assert title.startswith("code cell 3 (causal_mask = causal_mask(x") and title.endswith("…)")
     assert len(title) == len("code cell 3 ()") + 30
     assert load.unit_title(load.CodeUnit("attention.py", None, "x = 1")) == "attention.py"
