@@ -57,16 +57,19 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     session = config.stash.get(SESSION_KEY, None)
     if session is None or session.hidden is None:
         return
+    from grader.i18n import render, tr
     from grader.report.selfcheck_text import hidden_sentence
 
     n, points = session.hidden
     terminalreporter.write_sep("-", "attention-grader")
     if session.note:
-        terminalreporter.write_line(str(session.note))
+        terminalreporter.write_line(render(session.note, session.lang))
+    lang = session.lang
     if n:
-        terminalreporter.write_line(hidden_sentence(n, points))
+        terminalreporter.write_line(hidden_sentence(n, points, lang))
     if session.isolation:
-        terminalreporter.write_line(f"Your code ran in a sandboxed process (isolation: {session.isolation}).")
+        terminalreporter.write_line(tr("Your code ran in a sandboxed process (isolation: {isolation}).",
+                                       isolation=session.isolation).render(lang))
 
 
 class _KitSession:
@@ -79,6 +82,8 @@ class _KitSession:
         self.hidden: tuple[int, float] | None = None
         self.isolation = ""
         self.note = ""
+        self.lang = "en"
+        """The graded report's language (its pages' and this output's)."""
 
     def submission(self, folder: Path) -> Path:
         opt = self.config.getoption("--submission")
@@ -108,8 +113,9 @@ class _KitSession:
         except Exception as e:  # an operator problem (bad kit, no sandbox): fail every item with it
             self.error = f"the grader could not run: {e}"
             return
-        self.results = {c.id: (c, g.report.load, vocabulary(g.report.concepts)) for c in g.report.cases}
+        self.results = {c.id: (c, g.report, vocabulary(g.report.concepts)) for c in g.report.cases}
         self.hidden = (g.hidden_cases, g.hidden_points)
+        self.lang = g.report.lang
         self.isolation = g.isolation
         self.note = g.note
 
@@ -144,10 +150,10 @@ class CaseItem(pytest.Item):
         found = session.result(self.path.parent, self.name, selected)
         if found is None:
             raise CaseFailure(f"case {self.name} was not run")
-        case, load, vocab = found
+        case, report, vocab = found
         if case.outcome.value == "passed":
             return
-        raise CaseFailure(_failure_text(case, load, vocab))
+        raise CaseFailure(_failure_text(case, report, vocab))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, CaseFailure):
@@ -158,18 +164,26 @@ class CaseItem(pytest.Item):
         return self.path, None, f"{self.name}: {self.title}"
 
 
-def _failure_text(case: Any, load: Any, vocab: dict) -> str:
+def _failure_text(case: Any, report: Any, vocab: dict) -> str:
+    """A failing case as pytest shows it, in the report's language."""
+    from grader.i18n import tr, translate
     from grader.report.text import clean_block
-    from grader.report.view import evidence_facts
+    from grader.report.view import case_message, concept_title, evidence_facts, load_message
+
+    lang = report.lang
+    title = translate(case.title, lang)
+    message = clean_block(case_message(case, lang), 2000)
     if case.not_implemented:
-        return f"{case.title} [{case.id}]: not implemented yet\n{clean_block(case.message, 2000)}"
+        return tr("{title} [{id}]: not implemented yet", title=title, id=case.id).render(lang) + "\n" + message
     concept = case.concept or case.outcome.value
-    lines = [f"{case.title} [{case.id}]: {case.outcome.value}",
-             f"concept: {concept} ({vocab[concept].title if concept in vocab else concept})",
-             clean_block(case.message, 2000)]
-    lines += [f"{f.label}: {f.value}" for f in evidence_facts(case.evidence)]
+    lines = [f"{title} [{case.id}]: {case.outcome.value}",
+             tr("concept: {concept} ({title})", concept=concept,
+                title=concept_title(vocab, concept, lang) or concept).render(lang), message]
+    lines += [tr("{label}: {value}", label=f.label, value=f.value).render(lang)
+              for f in evidence_facts(case.evidence, lang)]
     if case.evidence.traceback:
         lines += ["", clean_block(case.evidence.traceback, 4000)]
-    if not load.ok and load.message:
-        lines += ["", f"Your submission could not be loaded: {clean_block(load.message, 2000)}"]
+    if not report.load.ok and report.load.message:
+        lines += ["", tr("Your submission could not be loaded: {reason}",
+                         reason=clean_block(load_message(report, lang), 2000)).render(lang)]
     return "\n".join(lines)

@@ -140,6 +140,14 @@ def test_a_kit_released_in_chinese_speaks_chinese(tmp_path):
                           text=True, env={**_env(), "LANG": "C.UTF-8"}, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "  ✗ 带因果掩码的 masked_attention [attention_causal_small] — mask-fill-value" in proc.stdout.splitlines()
+    junit = tmp_path / "junit.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"],
+                          cwd=out, capture_output=True, text=True, env={**_env(), "LANG": "C.UTF-8"}, timeout=180)
+    assert f"正式评分时还会运行 {len(HIDDEN)} 个隐藏用例" in proc.stdout, proc.stdout + proc.stderr
+    failure = next(tc.find("failure") for tc in ET.parse(junit).getroot().iter("testcase")
+                   if tc.get("name") == "attention_causal_small")
+    assert "概念：mask-fill-value（被屏蔽的分数在 softmax 之前必须是 -inf" in failure.text
+    assert "被屏蔽的位置分到了注意力权重" in failure.text
 
 
 def test_every_assignment_releases_without_a_leak(tmp_path):
