@@ -17,9 +17,10 @@ import gettext as stdlib_gettext
 import io
 import math
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Union
 
 DEFAULT = "en"
 LANGUAGES = ("en", "zh-CN")
@@ -187,10 +188,10 @@ class Msg:
     def __str__(self) -> str:
         return self.render(DEFAULT)
 
-    def __add__(self, other: "Msg | str") -> "Msg":
+    def __add__(self, other: Msg | str) -> Msg:
         return Msg(self.parts + as_msg(other).parts)
 
-    def __radd__(self, other: str) -> "Msg":
+    def __radd__(self, other: str) -> Msg:
         return Msg(as_msg(other).parts + self.parts)
 
     def __bool__(self) -> bool:
@@ -204,7 +205,7 @@ class Msg:
         return [_part_dict(p) for p in self.parts]
 
     @staticmethod
-    def from_list(items: Iterable[Mapping[str, Any]]) -> "Msg":
+    def from_list(items: Iterable[Mapping[str, Any]]) -> Msg:
         return Msg(tuple(_part_from(d) for d in items))
 
 
@@ -229,13 +230,13 @@ def verbatim(text: str) -> Msg:
     return Msg((Part(text, verbatim=True),))
 
 
-def as_msg(value: "Msg | str | None") -> Msg:
+def as_msg(value: Msg | str | None) -> Msg:
     if isinstance(value, Msg):
         return value
     return verbatim(value or "")
 
 
-def join(items: Iterable["Msg | str"], sep: "Msg | str" = " ") -> Msg:
+def join(items: Iterable[Msg | str], sep: Msg | str = " ") -> Msg:
     out: tuple[Part, ...] = ()
     for i, item in enumerate(items):
         if i:
@@ -244,7 +245,7 @@ def join(items: Iterable["Msg | str"], sep: "Msg | str" = " ") -> Msg:
     return Msg(out)
 
 
-def render(value: "Msg | str | None", lang: str) -> str:
+def render(value: Msg | str | None, lang: str) -> str:
     """A `Msg` in `lang`; a plain string looked up by its English text (titles marked with ``N_``)."""
     if isinstance(value, Msg):
         return value.render(lang)

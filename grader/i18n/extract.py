@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 import json
 import tomllib
-from typing import IO, Any, Iterator
+from collections.abc import Iterator
+from typing import IO, Any
 
 Extracted = Iterator[tuple[int, str, Any, list[str]]]
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from grader.i18n import DEFAULT, catalog_dir
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def locale(lang: str):
     from babel import Locale
 
