@@ -170,8 +170,11 @@ def worker_facts() -> dict:
 class GraderPlugin(_PluginBase):
     """Per worker process: the assignment, one Sandbox (warm zygote) and one Engine for the whole run."""
 
-    def __init__(self, name: str, files: dict[str, bytes], folder: str, device: str, ignore_sigint: bool):
+    def __init__(self, name: str, files: dict[str, bytes], folder: str, device: str, ignore_sigint: bool,
+                 lang: str | None = None):
         self.name, self.files, self.folder, self.device = name, files, folder, device
+        self.lang = lang
+        """The students' feedback language the reports record (the batch's ``--lang``)."""
         self.ignore_sigint = ignore_sigint
         """local:N: Ctrl-C in the terminal reaches the worker processes too; only the instructor acts on it."""
         self.engine = None
@@ -202,7 +205,7 @@ class GraderPlugin(_PluginBase):
             _write_tree(root, self.files)
             a = load_assignment(root)
             self._sandbox = Sandbox(limits_for(a), device=self.device)
-            self.engine = Engine(a, self._sandbox, device=torch.device(self.device))
+            self.engine = Engine(a, self._sandbox, device=torch.device(self.device), lang=self.lang)
             self.engine.prepare()
         except Exception as e:  # noqa: BLE001 - reported to the instructor, who refuses to start
             self.error = f"{type(e).__name__}: {e}"
@@ -273,8 +276,9 @@ def grade_remote(plugin_name: str, payload: dict) -> dict:
 class ClusterPool:
     """A connection to the cluster for one batch: checked workers, the plugin installed, tasks out."""
 
-    def __init__(self, spec: ClusterSpec, assignment, device, *, debug: bool = False):
+    def __init__(self, spec: ClusterSpec, assignment, device, *, debug: bool = False, lang: str | None = None):
         self.spec, self.assignment, self.device, self.debug = spec, assignment, device, debug
+        self.lang = lang
         self.plugin_name = f"grader-{assignment.id}-{uuid.uuid4().hex[:12]}"
         self.isolation = ""
         self.workers = 0
@@ -348,7 +352,7 @@ class ClusterPool:
     def _install(self) -> None:
         a = self.assignment
         plugin = GraderPlugin(self.plugin_name, _assignment_files(a.dir), a.dir.name, str(self.device),
-                              ignore_sigint=bool(self.spec.local_workers))
+                              ignore_sigint=bool(self.spec.local_workers), lang=self.lang)
         self._client.register_plugin(plugin, name=self.plugin_name)
         states = self._client.run(plugin_state, self.plugin_name, on_error="return")
         failed = [f"{addr}: {s.get('error') if isinstance(s, dict) else s}" for addr, s in sorted(states.items())
@@ -451,7 +455,8 @@ class ClusterPool:
         from grader.grading.engine import Engine, submission_info
 
         if self._crash_engine is None:
-            self._crash_engine = Engine(self.assignment, _Isolation(self.isolation), device=self.device)
+            self._crash_engine = Engine(self.assignment, _Isolation(self.isolation), device=self.device,
+                                        lang=self.lang)
             if self.device.type == "cpu" or torch.cuda.is_available():
                 self._crash_engine.prepare()  # for environment.dtypes, as in the workers' results
         tries = getattr(e, "allowed_failures", 0) + 1

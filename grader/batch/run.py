@@ -382,7 +382,7 @@ def _grade_on_cluster(cfg: BatchConfig, spec, dev: torch.device, todo: list[tupl
     recorded: set[LedgerKey] = set()
     tally = _Tally(cfg, ledger, book, run_id, result, on_event, total)
     with _Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts, \
-            ClusterPool(spec, cfg.assignment, dev, debug=cfg.debug) as pool:
+            ClusterPool(spec, cfg.assignment, dev, debug=cfg.debug, lang=cfg.lang) as pool:
         result.isolation = pool.isolation
         on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start,
                        message=f"{pool.isolation} on {pool.workers} Dask worker(s) at {spec}", reused=pool.workers))
