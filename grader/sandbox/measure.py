@@ -1,7 +1,7 @@
 """Per-submission cost of a worker: ``python -m grader.sandbox.measure [runs]``.
 
 Prints medians of: zygote fork + jail + load + one trivial call; the same with a fresh
-``python -m grader.sandbox.worker`` process; and a cold ``python -c "import torch"``.
+``python -m grader.sandbox.supervisor`` process; and a cold ``python -c "import torch"``.
 """
 
 from __future__ import annotations

@@ -80,18 +80,14 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     _warm_ops()
     if warm_meta:
         _warm_meta()
-    from grader.sandbox import jail, worker
+    from grader.sandbox import jail, server, supervisor
 
     try:
         jail.seccomp.build()  # once here: each worker only loads it
     except OSError:
         pass  # the jail probe finds the same and claims no seccomp
 
-    # The first torch.manual_seed() of a process queues the seed for every device not yet
-    # initialised, formatting a stack trace each time (~800 page faults in a fresh fork); done once
-    # here, every worker inherits the queued seed (see Server._prepare).
-    torch.manual_seed(0)
-    worker.SEED_QUEUED = worker._accelerators_idle(torch)
+    server.queue_seed()
     if sys.platform.startswith("linux"):
         jail.prctl(jail.PR_SET_CHILD_SUBREAPER, 1)
     # Everything imported so far lives as long as the zygote and its forks: move it out of the
@@ -149,9 +145,9 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
                         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                         jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)
                         if straight:
-                            worker.direct(req["cfg"], *fds)
+                            supervisor.direct(req["cfg"], *fds)
                         else:
-                            worker.supervise(*fds)
+                            supervisor.supervise(*fds)
                     finally:
                         os._exit(1)
                 if straight:
@@ -206,14 +202,14 @@ class _Direct:
                 pass
 
     def exited(self, exit_status: int) -> None:
-        from grader.sandbox import worker
+        from grader.sandbox import supervisor
 
-        self.send(worker.exit_report(exit_status, self.killing))
+        self.send(supervisor.exit_report(exit_status, self.killing))
         self.status.close()
 
 
 def _reap(mine: set[int], direct: "dict[int, _Direct]") -> None:
-    from grader.sandbox import worker
+    from grader.sandbox import supervisor
 
     try:
         while True:
@@ -227,17 +223,17 @@ def _reap(mine: set[int], direct: "dict[int, _Direct]") -> None:
     except ChildProcessError:
         pass
     # Orphans adopted from dead supervisors are never ours to keep.
-    for pid in worker._children():
+    for pid in supervisor.children():
         if pid not in mine:
-            worker._kill(pid)
+            supervisor.kill(pid)
 
 
 def _kill_all(mine: set[int]) -> None:
-    from grader.sandbox import worker
+    from grader.sandbox import supervisor
 
     for pid in list(mine):
-        worker._kill(pid)
-    worker._sweep()
+        supervisor.kill(pid)
+    supervisor.sweep_orphans()
 
 
 if __name__ == "__main__":
