@@ -10,6 +10,7 @@ Handles (`Handle`) are only accepted by the worker that issued them.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from typing import Any, Callable, Iterable
 
@@ -29,7 +30,7 @@ class Worker:
     invalid reply (WireError: the worker is killed too) it is dead."""
 
     def __init__(self, limits: Limits, isolation: str, features: frozenset[str], *, process: WorkerProcess,
-                 channel: Any, out_fd: int, err_fd: int,
+                 channel: socket.socket, out_fd: int, err_fd: int,
                  hand_over: Callable[[Callable[[], None]], bool] | None):
         """features: the isolation plan's (the worker must apply exactly these); channel: the
         socket to the worker; hand_over(job): run a clean-up job on the reaper thread (False: not

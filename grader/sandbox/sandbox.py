@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import weakref
-from typing import Any
+from typing import Any, Protocol, Sequence
 
 from grader.sandbox import cgroups, plan as plans, prestart, selftest
 from grader.sandbox.errors import SandboxError
@@ -33,6 +33,32 @@ from grader.sandbox.reports import LoadReport
 from grader.sandbox.requests import describe_msg, load_msg, request_frame
 
 LINUX = sys.platform.startswith("linux")
+
+class CodeUnit(Protocol):
+    """One unit of a submission's code: the module body, or a notebook cell."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def cell(self) -> int | None: ...
+    @property
+    def source(self) -> str: ...
+
+
+class Submission(Protocol):
+    """What a Sandbox reads of a loaded submission (``grader.submission.load.LoadedSubmission``)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def units(self) -> Sequence[CodeUnit]: ...
+    @property
+    def files(self) -> dict[str, bytes]: ...
+    @property
+    def error(self) -> str | None: ...
+
 
 _LIVE: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
 _SEQ = itertools.count(1)
@@ -48,7 +74,7 @@ class Sandbox:
     """Owns the warm zygote and the isolation level; opens one `Worker` per submission.
 
     Thread-safe: one Sandbox (one zygote) may serve several grading threads at once. Requests to
-    the zygote go through a lock (a spawn is ~1 ms there: the rest of a worker's start runs in the
+    the zygote go through a lock (held for the fork alone: the rest of a worker's start runs in the
     new processes); each Worker belongs to the thread that opened it.
     """
 
@@ -57,8 +83,8 @@ class Sandbox:
                  self_test: bool = True):
         """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
 
-        warm_meta: have the zygote run its first meta-device op before any worker starts (~1 s
-        once, instead of ~2 s in every worker whose code touches the meta device). Pass False when
+        warm_meta: have the zygote run its first meta-device op before any worker starts (paid
+        once, instead of in every worker whose code touches the meta device). Pass False when
         no case that will run uses the meta device (e.g. a public-only self-check); a worker that
         touches it anyway still works, only slower.
 
@@ -184,7 +210,7 @@ class Sandbox:
         return self._root
 
     # -- workers --
-    def open(self, sub, *, started: "Worker | None" = None) -> "Worker":
+    def open(self, sub: Submission, *, started: "Worker | None" = None) -> "Worker":
         """Start a worker for `sub` and run its code units. Never raises for the student's faults.
         `started`: the worker `start(sub)` returned for this submission earlier."""
         if self._closed:
@@ -194,26 +220,26 @@ class Sandbox:
         else:
             w = started
             w.wait_started()
-        if getattr(sub, "error", None):
+        if sub.error:
             w.load = LoadReport(ok=False, message=sub.error)
         else:
             w.load = w.run_units(list(sub.units))
         return w
 
-    def start(self, sub, describe: list[str] = ()) -> "Worker":
+    def start(self, sub: Submission, describe: list[str] = ()) -> "Worker":
         """Fork a worker for `sub` now and send it, ahead, the request to load the submission (and
         to describe `describe`), without waiting for any of it: it boots and loads while the caller
         grades another submission. Hand it to ``open(sub, started=...)`` (or close it)."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
         w = self._spawn_for(sub, wait=False)
-        if not getattr(sub, "error", None):
+        if not sub.error:
             w.send_ahead([request_frame(load_msg(sub.units))]
                          + ([request_frame(describe_msg(describe))] if describe else []))
         return w
 
-    def _spawn_for(self, sub, *, wait: bool = True) -> "Worker":
-        return self._spawn(main=_main_name(sub), files=dict(getattr(sub, "files", {}) or {}), wait=wait)
+    def _spawn_for(self, sub: Submission, *, wait: bool = True) -> "Worker":
+        return self._spawn(main=_main_name(sub), files=dict(sub.files or {}), wait=wait)
 
     def _spawn(self, *, main: str = "submission.py", files: dict[str, bytes] | None = None,
                wait: bool = True) -> "Worker":
@@ -317,10 +343,10 @@ class Sandbox:
             pass
 
 
-def _main_name(sub) -> str:
-    if getattr(sub, "kind", "") == "ipynb":
-        return os.path.basename(getattr(sub, "path", "submission.ipynb"))
-    units = getattr(sub, "units", ())
+def _main_name(sub: Submission) -> str:
+    if sub.kind == "ipynb":
+        return os.path.basename(sub.path)
+    units = sub.units
     if units and units[0].cell is None:
         return os.path.basename(units[0].label)
     return "submission.py"

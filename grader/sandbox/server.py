@@ -54,7 +54,7 @@ the CPU generator."""
 
 def queue_seed() -> None:
     """Call torch.manual_seed(0) once, in the zygote: for devices not yet initialised it queues the
-    seed (formatting a stack trace each time, ~800 page faults in a fresh fork); every worker then
+    seed (formatting a stack trace each time); every worker then
     inherits the queued seed (see ``Server._prepare``)."""
     global SEED_QUEUED
     import torch
@@ -152,8 +152,8 @@ class Server:
         import torch
 
         # torch.manual_seed() seeds every device; for CUDA/XPU/MTIA not yet initialised it queues
-        # the seed (applied at their initialisation), formatting a stack trace each time: ~120 us,
-        # ~4 ms per submission. Once queued, re-seeding the CPU generator alone is equivalent.
+        # the seed (applied at their initialisation), formatting a stack trace each time (see
+        # docs/performance.md, Sandbox). Once queued, re-seeding the CPU generator alone is equivalent.
         if self._seed_queued and _accelerators_idle(torch):
             torch.random.default_generator.manual_seed(0)
         else:

@@ -24,7 +24,7 @@ import sys
 def _warm_meta() -> None:
     import torch
 
-    # Meta tensors compute nothing and start no threads, but their first op imports ~1 s of
+    # Meta tensors compute nothing and start no threads, but their first op imports a lot of
     # Python (torch._refs -> torch._dynamo); pay it once here rather than in every worker.
     (torch.empty(1, device="meta") * 2).sum()
 
@@ -68,7 +68,7 @@ def _warm_ops() -> None:
 def main(ctl_fd: int, warm_meta: bool = False) -> None:
     # No cyclic collection while importing torch (and torch._dynamo for the meta warm-up): the
     # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
-    # (~0.4 s of ~2.4 s). Everything is frozen below, before the first fork.
+    # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
     gc.disable()
     import torch
 
@@ -93,7 +93,7 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     # Everything imported so far lives as long as the zygote and its forks: move it out of the
     # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
     # objects again (and copies their pages on write). No collection first: the imports left little
-    # garbage, and walking ~1e6 objects would cost ~0.2 s on the way to the first worker.
+    # garbage, and walking ~1e6 objects would delay the first worker.
     gc.freeze()
     gc.enable()
     ctl = socket.socket(fileno=ctl_fd)
@@ -167,7 +167,7 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
                 ctl.send(json.dumps({"error": "bad request"}).encode())
         _reap(mine, direct)
     _kill_all(mine)
-    # Skip interpreter teardown: unloading torch takes ~0.6 s and nothing here needs flushing.
+    # Skip interpreter teardown: unloading torch is slow and nothing here needs flushing.
     os._exit(0)
 
 
