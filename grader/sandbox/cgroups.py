@@ -15,6 +15,27 @@ from grader.sandbox.jail import write_text
 from grader.sandbox.limits import Limits
 
 
+def base(controller: str) -> str | None:
+    """Our own cgroup v1 directory for a controller, if it exists and we may create children."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and controller in parts[1].split(","):
+            path = f"/sys/fs/cgroup/{controller}{parts[2]}".rstrip("/")
+            probe = os.path.join(path, f"grader-probe-{os.getpid()}")
+            try:
+                os.mkdir(probe)
+                os.rmdir(probe)
+                return path
+            except OSError:
+                return None
+    return None
+
+
 def make(bases: tuple[str, str, str | None], seq: int, limits: Limits) -> list[str]:
     """Create the worker's cgroups under `bases` (memory, pids, cpu or None), limits written."""
     mem_base, pids_base, cpu_base = bases

@@ -147,29 +147,6 @@ def landlock_abi() -> int:
     return max(int(ret), 0)
 
 
-# --- cgroups (grader side) -------------------------------------------------------------------
-
-def cgroup_base(controller: str) -> str | None:
-    """Our own cgroup v1 directory for a controller, if it exists and we may create children."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) == 3 and controller in parts[1].split(","):
-            path = f"/sys/fs/cgroup/{controller}{parts[2]}".rstrip("/")
-            probe = os.path.join(path, f"grader-probe-{os.getpid()}")
-            try:
-                os.mkdir(probe)
-                os.rmdir(probe)
-                return path
-            except OSError:
-                return None
-    return None
-
-
 # --- applied in the worker's supervisor ("A") and the worker itself ("B") ---------------------
 
 def enter_supervisor(cfg: dict) -> None:

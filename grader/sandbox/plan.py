@@ -14,7 +14,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from grader.sandbox import jail, paths, prestart
+from grader.sandbox import cgroups, paths, prestart
 from grader.sandbox.limits import GiB, Limits
 
 LINUX = sys.platform.startswith("linux")
@@ -78,10 +78,10 @@ def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, s
     if probe.get("seccomp"):
         feats.add("seccomp")
     bases = None
-    mem, pids = jail.cgroup_base("memory"), jail.cgroup_base("pids")
+    mem, pids = cgroups.base("memory"), cgroups.base("pids")
     if mem and pids:
         feats.add("cgroup")
-        bases = (mem, pids, jail.cgroup_base("cpu"))
+        bases = (mem, pids, cgroups.base("cpu"))
     else:
         feats.add("rss")
     return IsolationPlan(features=frozenset(feats), cgroup_bases=bases, hide=tuple(hide),

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 
-from grader.sandbox import jail
+from grader.sandbox import cgroups, jail
 from grader.sandbox.errors import SandboxError
 
 LINUX = sys.platform.startswith("linux")
@@ -66,7 +66,7 @@ def remove_stale() -> None:
     if not LINUX:
         return
     for controller in ("memory", "pids", "cpu"):
-        base = jail.cgroup_base(controller)
+        base = cgroups.base(controller)
         if not base:
             continue
         for name in os.listdir(base):
