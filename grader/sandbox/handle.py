@@ -20,7 +20,7 @@ from grader.sandbox.diagnosis import DISK_ERRNOS, crash, disk_message, load_fail
 from grader.sandbox.errors import SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
 from grader.sandbox.limits import Limits
 from grader.sandbox.process import WorkerProcess
-from grader.sandbox.reports import LoadReport, NameInfo, as_text, dotted_type_name, load_report
+from grader.sandbox.reports import LoadReport, NameInfo, as_text, load_report, valid_type_name
 from grader.sandbox.requests import describe_msg, load_msg, request_frame
 from grader.sandbox.wire import PREFIX, Handle, decode_frame
 
@@ -102,7 +102,7 @@ class Worker:
         r = self._call({"op": "describe", "name": name}, "describing " + repr(name))
         return NameInfo(name=name, kind=as_text(r.get("kind")), signature=r.get("signature"),
                         params=tuple(map(str, r.get("params") or [])),
-                        available=tuple(map(str, r.get("available") or [])), type_name=dotted_type_name(r.get("type")))
+                        available=tuple(map(str, r.get("available") or [])), type_name=valid_type_name(r.get("type")))
 
     def describe_all(self, names: list[str]) -> dict[str, NameInfo]:
         """describe() for several names in one round trip."""
@@ -115,7 +115,7 @@ class Worker:
                             signature=i["signature"] if isinstance(i.get("signature"), str) else None,
                             params=tuple(map(str, i.get("params") or [])),
                             available=tuple(map(str, i.get("available") or [])),
-                            type_name=dotted_type_name(i.get("type")))
+                            type_name=valid_type_name(i.get("type")))
                 for n, i in zip(names, infos)}
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:

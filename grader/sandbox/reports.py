@@ -63,9 +63,10 @@ def load_report(reply: dict, limits: Limits) -> LoadReport:
     return LoadReport(ok=ok, message=message, cell_errors=errors, defined=defined)
 
 
-def dotted_type_name(value: object) -> str:
-    """A type's dotted name as the worker reported it; anything else (a forged reply) becomes ""."""
-    return value if isinstance(value, str) and re.fullmatch(r"[A-Za-z_][\w.]{0,79}", value) else ""
+def valid_type_name(reported: object) -> str:
+    """A type's dotted name as the worker reported it (``wire.type_name_of``); anything else (a
+    forged reply) becomes ""."""
+    return reported if isinstance(reported, str) and re.fullmatch(r"[A-Za-z_][\w.]{0,79}", reported) else ""
 
 
 def as_text(v: Any) -> str:

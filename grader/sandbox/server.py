@@ -19,7 +19,7 @@ import traceback
 import types
 from typing import Any
 
-from grader.sandbox.wire import Handle, WireError, decode_frame, encode_frame, read_frame, type_name, write_all
+from grader.sandbox.wire import Handle, WireError, decode_frame, encode_frame, read_frame, type_name_of, write_all
 
 CHANNEL_FD = 3
 """The worker's end of the channel: the supervisor puts it here, nothing else is open above 2."""
@@ -130,7 +130,7 @@ class Server:
         if isinstance(value, torch.nn.Module):
             h = self.handle(value)
             return {"$h": h.id, "type": h.type_name}
-        return {"$o": type_name(value)}
+        return {"$o": type_name_of(value)}
 
     def handle(self, obj: Any) -> Handle:
         key = id(obj)
@@ -140,7 +140,7 @@ class Server:
             hid = len(self.objects) + 1
             self.objects[hid] = obj
             self.ids[key] = hid
-        return Handle(hid, type_name(obj))
+        return Handle(hid, type_name_of(obj))
 
     def _object_for(self, hid: int, type_name: str) -> Any:
         if hid not in self.objects:
@@ -208,10 +208,8 @@ class Server:
                 sig, params = str(s), list(s.parameters)
             except (TypeError, ValueError):
                 pass
-        t = type(obj)
-        type_name = t.__name__ if t.__module__ in ("builtins", None) else f"{t.__module__}.{t.__qualname__}"
         return {"ok": True, "kind": kind, "signature": sig, "params": params, "available": self.defined(),
-                "type": type_name}
+                "type": type_name_of(obj)}
 
     def op_describe_all(self, req: dict) -> dict:
         names = req["names"]

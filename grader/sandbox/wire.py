@@ -118,7 +118,7 @@ class Encoder:
             return {"$o": value.type_name}
         if self.on_object is not None:
             return self.on_object(value)
-        return {"$o": type_name(value)}
+        return {"$o": type_name_of(value)}
 
     def _tensor(self, t: torch.Tensor) -> Any:
         if t.dtype not in _DTYPE_NAMES:
@@ -154,7 +154,7 @@ def _swap(raw: bytes, size: int) -> bytes:
     return np.frombuffer(raw, dtype=f"u{size}").byteswap().tobytes()
 
 
-def type_name(value: Any) -> str:
+def type_name_of(value: Any) -> str:
     """The dotted name of a value's type ("torch.Tensor"; builtins bare: "int"), as the wire sends it."""
     t = type(value)
     mod = getattr(t, "__module__", "") or ""
