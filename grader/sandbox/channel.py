@@ -21,11 +21,18 @@ import os
 import select
 import socket
 import time
-from typing import Callable, Iterable, NoReturn
+from collections.abc import Callable, Iterable
+from typing import NoReturn
 
 from grader import untrusted
 from grader.sandbox.diagnosis import memory_message
-from grader.sandbox.errors import OffPlan, SandboxError, WireError, WorkerCrashed, WorkerTimeout
+from grader.sandbox.errors import (
+    OffPlan,
+    SandboxError,
+    WireError,
+    WorkerCrashed,
+    WorkerTimeout,
+)
 from grader.sandbox.limits import Limits
 from grader.sandbox.wire import MAX_HEADER_BYTES, PREFIX, check_prefix
 

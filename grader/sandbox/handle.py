@@ -12,15 +12,33 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from grader import untrusted
 from grader.sandbox.channel import Channel
-from grader.sandbox.diagnosis import DISK_ERRNOS, crash, disk_message, load_failure_message
-from grader.sandbox.errors import SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
+from grader.sandbox.diagnosis import (
+    DISK_ERRNOS,
+    crash,
+    disk_message,
+    load_failure_message,
+)
+from grader.sandbox.errors import (
+    SandboxError,
+    StudentError,
+    WireError,
+    WorkerCrashed,
+    WorkerTimeout,
+)
 from grader.sandbox.limits import Limits
 from grader.sandbox.process import WorkerProcess
-from grader.sandbox.reports import LoadReport, NameInfo, as_text, load_report, valid_type_name
+from grader.sandbox.reports import (
+    LoadReport,
+    NameInfo,
+    as_text,
+    load_report,
+    valid_type_name,
+)
 from grader.sandbox.requests import describe_msg, load_msg, request_frame
 from grader.sandbox.wire import PREFIX, Handle, decode_frame
 
@@ -218,7 +236,7 @@ class Worker:
         self._chan.close()
         self._proc.remove_files()
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> Worker:
         return self
 
     def __exit__(self, *exc) -> None:

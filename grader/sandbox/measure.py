@@ -25,8 +25,8 @@ def _per_worker(sb, sub, runs: int) -> list[float]:
 
 
 def main(runs: int = 10) -> None:
-    from grader.submission.load import load_submission
     from grader.sandbox import Sandbox
+    from grader.submission.load import load_submission
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "trivial.py"

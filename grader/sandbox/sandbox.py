@@ -21,13 +21,15 @@ import sys
 import tempfile
 import threading
 import weakref
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-from grader.sandbox import cgroups, plan as plans, prestart, selftest
+from grader.sandbox import cgroups, prestart, selftest
+from grader.sandbox import plan as plans
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.handle import Worker
-from grader.sandbox.process import WorkerProcess
 from grader.sandbox.limits import Limits
+from grader.sandbox.process import WorkerProcess
 from grader.sandbox.reaper import Reaper
 from grader.sandbox.reports import LoadReport
 from grader.sandbox.requests import describe_msg, load_msg, request_frame
@@ -60,7 +62,7 @@ class Submission(Protocol):
     def error(self) -> str | None: ...
 
 
-_LIVE: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 _SEQ = itertools.count(1)
 
 
@@ -79,7 +81,7 @@ class Sandbox:
     """
 
     def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
-                 isolation: str = "auto", warm_meta: bool = True, prestarted: "prestart.Prestart | None" = None,
+                 isolation: str = "auto", warm_meta: bool = True, prestarted: prestart.Prestart | None = None,
                  self_test: bool = True):
         """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
 
@@ -104,7 +106,7 @@ class Sandbox:
         """Held around each zygote request; a process lock once `share_with_forks` is called."""
         self._owner = True
         """False in a forked grading process: its close() leaves the zygote to the parent."""
-        self._workers: "weakref.WeakSet[Worker]" = weakref.WeakSet()
+        self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()
         self._closed = False
         self._zygote: prestart.Zygote | None = None
         self._reaper: Reaper | None = None
@@ -210,7 +212,7 @@ class Sandbox:
         return self._root
 
     # -- workers --
-    def open(self, sub: Submission, *, started: "Worker | None" = None) -> "Worker":
+    def open(self, sub: Submission, *, started: Worker | None = None) -> Worker:
         """Start a worker for `sub` and run its code units. Never raises for the student's faults.
         `started`: the worker `start(sub)` returned for this submission earlier."""
         if self._closed:
@@ -226,7 +228,7 @@ class Sandbox:
             w.load = w.run_units(list(sub.units))
         return w
 
-    def start(self, sub: Submission, describe: list[str] = ()) -> "Worker":
+    def start(self, sub: Submission, describe: list[str] = ()) -> Worker:
         """Fork a worker for `sub` now and send it, ahead, the request to load the submission (and
         to describe `describe`), without waiting for any of it: it boots and loads while the caller
         grades another submission. Hand it to ``open(sub, started=...)`` (or close it)."""
@@ -238,11 +240,11 @@ class Sandbox:
                          + ([request_frame(describe_msg(describe))] if describe else []))
         return w
 
-    def _spawn_for(self, sub: Submission, *, wait: bool = True) -> "Worker":
+    def _spawn_for(self, sub: Submission, *, wait: bool = True) -> Worker:
         return self._spawn(main=_main_name(sub), files=dict(sub.files or {}), wait=wait)
 
     def _spawn(self, *, main: str = "submission.py", files: dict[str, bytes] | None = None,
-               wait: bool = True) -> "Worker":
+               wait: bool = True) -> Worker:
         seq = next(_SEQ)
         scratch = tempfile.mkdtemp(dir=self._root, prefix=f"w{seq}-")
         _write_files(scratch, files or {})
@@ -330,7 +332,7 @@ class Sandbox:
         shutil.rmtree(self._root, ignore_errors=True)
         _LIVE.discard(self)
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -367,6 +369,6 @@ def _write_files(scratch: str, files: dict[str, bytes]) -> None:
             raise SandboxError(f"cannot write the submission's file {rel!r}: {why}") from None
 
 
-def open_sandboxes() -> list["Sandbox"]:
+def open_sandboxes() -> list[Sandbox]:
     """The Sandboxes of this process not closed yet (each is closed at exit)."""
     return list(_LIVE)

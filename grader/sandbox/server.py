@@ -19,7 +19,15 @@ import traceback
 import types
 from typing import Any
 
-from grader.sandbox.wire import Handle, WireError, decode_frame, encode_frame, read_frame, type_name_of, write_all
+from grader.sandbox.wire import (
+    Handle,
+    WireError,
+    decode_frame,
+    encode_frame,
+    read_frame,
+    type_name_of,
+    write_all,
+)
 
 CHANNEL_FD = 3
 """The worker's end of the channel: the supervisor puts it here, nothing else is open above 2."""

@@ -20,8 +20,9 @@ import json
 import math
 import struct
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

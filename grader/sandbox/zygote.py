@@ -57,7 +57,7 @@ def _warm_ops() -> None:
     with torch.no_grad():
         torch.nn.Linear(8, 8, bias=False)(q)
     # The wire: every worker encodes replies and decodes arguments in these dtypes.
-    from grader.sandbox.wire import decode_frame, encode_frame, PREFIX
+    from grader.sandbox.wire import PREFIX, decode_frame, encode_frame
 
     values = [q.to(dtype) for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)]
     frame = encode_frame({"ok": True, "value": (values, keep, torch.tensor([1, 2]), [1.5, "x", None])})
@@ -208,7 +208,7 @@ class _Direct:
         self.status.close()
 
 
-def _reap(mine: set[int], direct: "dict[int, _Direct]") -> None:
+def _reap(mine: set[int], direct: dict[int, _Direct]) -> None:
     from grader.sandbox import supervisor
 
     try:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from grader.cases import Setup
 from grader.grading.engine import REPLY_FLOOR, reply_cap
