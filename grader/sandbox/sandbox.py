@@ -36,6 +36,7 @@ from grader.sandbox.requests import describe_msg, load_msg, request_frame
 
 LINUX = sys.platform.startswith("linux")
 
+
 class CodeUnit(Protocol):
     """One unit of a submission's code: the module body, or a notebook cell."""
 
