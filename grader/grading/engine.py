@@ -151,7 +151,7 @@ class Engine:
                 worker.record = []
                 results, worker = self._run_cases(solution, worker, learn=learned)
             else:
-                results = self._all_failed("load-error", worker.load.message)
+                results = self._all_failed("load-error", worker.load.text)
         finally:
             worker.close()  # all of it gone before a batch forks its slot processes
         self._plan = learned
@@ -201,11 +201,11 @@ class Engine:
             if not worker.load.ok:
                 # Decided by what ended loading (the sandbox's own exception), never by its wording.
                 concept = "timeout" if isinstance(worker.load.failure, WorkerTimeout) else "load-error"
-                results = self._all_failed(concept, worker.load.message)
+                results = self._all_failed(concept, worker.load.text)
             else:
                 results, worker = self._run_cases(sub, worker, output=output)
             (stdout, stderr), (hidden_out, hidden_err) = output.split(worker)
-            load = LoadInfo(ok=worker.load.ok, message=worker.load.message,
+            load = LoadInfo(ok=worker.load.ok, message=worker.load.text,
                             cell_errors=[_labelled(e, sub) for e in worker.load.cell_errors],
                             stdout=stdout, stderr=stderr, hidden_stdout=hidden_out, hidden_stderr=hidden_err)
         finally:

@@ -30,7 +30,8 @@ class WorkerTimeout(SandboxError):
         self.text = tr("time limit of {seconds} s exceeded while {phase}", seconds=format(seconds, "g"), phase=phase)
         """What the student reads, translatable."""
         super().__init__(str(self.text))
-        self.phase = phase
+        self.phase = str(phase)
+        """What the worker was doing, in English (``text`` holds it translatable)."""
         self.seconds = seconds
 
 

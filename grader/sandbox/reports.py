@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from grader.i18n import join, tr
-from grader.results import CellError
+from grader.i18n import Msg, join, tr
+from grader.results import CellError, split_message
 from grader.sandbox.diagnosis import DISK_ERRNOS, disk_message, load_failure_message
 from grader.sandbox.errors import SandboxError, WorkerCrashed
 from grader.sandbox.limits import Limits
@@ -36,10 +36,20 @@ class LoadReport:
     ok: bool
     """False when nothing can be graded (crash, timeout, or no unit ran and nothing was defined)."""
     message: str = ""
+    """In English; a `Msg` given here moves to ``message_i18n``."""
     cell_errors: list[CellError] = field(default_factory=list)
     failure: SandboxError | None = None
     """The WorkerTimeout / WorkerCrashed that ended loading, if any."""
     defined: tuple[str, ...] = ()
+    message_i18n: Msg | None = None
+
+    def __post_init__(self) -> None:
+        split_message(self, "message", "message_i18n")
+
+    @property
+    def text(self) -> Msg | str:
+        """The message, translatable where it was given as a `Msg`."""
+        return self.message_i18n if self.message_i18n is not None else self.message
 
 
 def load_report(reply: dict, limits: Limits) -> LoadReport:
