@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.assignment.spec import load_assignment
-from grader.batch.run import Event
+from grader.batch.config import Event
 from grader.cli.app import main
 from grader.cli.instructor import Progress
 from grader.results import report_from_dict
@@ -356,7 +356,7 @@ def test_report_accepts_the_output_folder_and_reports_missing_results(graded, tm
 
 
 def test_report_refuses_a_folder_a_grade_run_is_writing(graded, tmp_path):
-    from grader.batch.run import OutputLock
+    from grader.batch.output_lock import OutputLock
 
     _, out, _ = graded
     copy = tmp_path / "out"
