@@ -15,7 +15,8 @@ from urllib.parse import quote
 
 from grader.submission.load import ID_BYTES, OUTPUT_NAMES, name_hash
 from grader.assignment.builtin import class_phrase
-from grader.report.html import render_page, write_text_atomic
+from grader.report.html import render_page
+from grader.report.outdir import write_text_atomic
 from grader.report.text import fmt_points, one_line
 from grader.assignment.concepts import builtin
 from grader.results import Concept, GradeReport, Outcome
