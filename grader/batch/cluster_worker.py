@@ -121,9 +121,10 @@ def grade_remote(plugin_name: str, payload: dict) -> dict:
 
     t0 = time.perf_counter()
     plugin = get_worker().plugins.get(plugin_name)
-    engine = getattr(plugin, "engine", None)
+    engine = plugin.engine if plugin is not None else None
     if engine is None:
-        return {"error": f"the sandbox is not ready on this worker: {getattr(plugin, 'error', '') or 'no plugin'}"}
+        why = (plugin.error if plugin is not None else "") or "no plugin"
+        return {"error": f"the sandbox is not ready on this worker: {why}"}
     try:
         a = engine.assignment
         sub = unpack(payload, main_module=a.main_module, cell_tag=a.cell_tag)
