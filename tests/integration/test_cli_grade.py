@@ -378,10 +378,10 @@ def test_a_grader_fault_on_one_submission_is_reported_not_recorded_and_retried(t
     out = tmp_path / "out"
     real_grade = Engine.grade
 
-    def faulty(self, sub, *, student_id=None):
+    def faulty(self, sub, *, student_id=None, worker=None):
         if student_id == "sdpa":
             raise RuntimeError("simulated grader fault")
-        return real_grade(self, sub, student_id=student_id)
+        return real_grade(self, sub, student_id=student_id, worker=worker)
 
     monkeypatch.setattr(Engine, "grade", faulty)
     result = grade(cls, "-a", "masked-attention", "-o", out, "-j", "1")
