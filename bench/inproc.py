@@ -237,7 +237,7 @@ def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
     for op in ("describe", "describe_all", "call", "call_method", "vjp", "state_dict", "load_state_dict"):
         timed(host.Worker, op, "student calls (round trip)")
     timed(E.Engine, "run_case", "compare + diagnosis (grader side)")
-    timed(E.Engine, "_missing_names", "compare + diagnosis (grader side)")
+    timed(E, "missing_entry_points", "compare + diagnosis (grader side)")
     timed(E.Engine, "_report", "result objects")
     timed(host.Worker, "close", "worker stop")
     timed(host.Worker, "retire", "worker stop")  # the kill; the clean-up runs on the reaper thread

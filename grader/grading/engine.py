@@ -3,7 +3,8 @@ code in this process.
 
 Setups (inputs and reference results) do not depend on the submission, so one ``Engine`` computes
 each once and reuses it for every submission of a batch. A worker that times out or dies costs the
-case it was running; a fresh worker runs the rest (up to ``max_restarts``). Results are built in
+case it was running; a fresh worker runs the rest (up to ``max_restarts``). What the student's
+code did becomes an outcome in `grader.grading.student_outcomes`, results are built in
 `grader.grading.case_results`, setups in `grader.grading.setups`, the requests sent ahead in
 `grader.grading.request_plan`.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -21,10 +21,8 @@ import torch
 from grader import untrusted
 from grader.assignment.spec import Assignment
 from grader.cases import CaseInstance, Setup, Verdict
-from grader.checks.diagnose import (concept_of_exception, find_rebinding, not_implemented_message,
-                                    wrong_kind_message)
 from grader.errors import AssignmentSpecError, GraderError
-from grader.grading.case_results import (all_failed, case_result, environment_of, grade_report, labelled, short,
+from grader.grading.case_results import (all_failed, case_result, environment_of, grade_report, labelled,
                                          submission_info, unrun_report)
 from grader.grading.output_split import OutputSplit
 from grader.grading.protocols import GradingSandbox, GradingWorker
@@ -32,13 +30,11 @@ from grader.grading.proxy import Student
 from grader.grading.reference_run import NotInReference, ReferenceWorker
 from grader.grading.request_plan import CallPlan, NotifyingCalls
 from grader.grading.setups import author_error, compute_setup, on_device, reply_cap
-from grader.results import CaseResult, Environment, Evidence, GradeReport, LoadInfo, Outcome, SubmissionInfo
+from grader.grading.student_outcomes import CaseOutcome, died, missing_entry_points, raised, worker_failed
+from grader.results import CaseResult, Environment, GradeReport, LoadInfo, Outcome, SubmissionInfo
 from grader.sandbox import (Limits, OffPlan, SandboxError, StudentError, WireError, WorkerCrashed,
                             WorkerTimeout)
 from grader.submission.load import LoadedSubmission, load_submission
-
-__all__ = ["CaseOutcome", "Engine", "limits_for", "submission_info"]
-
 
 def limits_for(assignment: Assignment) -> Limits:
     """The sandbox limits an assignment's spec.toml asks for ([limits] table), over the defaults."""
@@ -48,14 +44,6 @@ def limits_for(assignment: Assignment) -> Limits:
         raise AssignmentSpecError(f"{assignment.dir / 'spec.toml'}: unknown limits {', '.join(unknown)}; "
                                   f"known: {', '.join(sorted(known))}")
     return Limits(**assignment.limits)
-
-
-@dataclass(frozen=True)
-class CaseOutcome:
-    """How one case ended, before it becomes a `CaseResult`."""
-
-    outcome: Outcome
-    verdict: Verdict
 
 
 class Engine:
@@ -189,7 +177,7 @@ class Engine:
         """Run every case; returns the results and the worker alive at the end (for its output).
         `learn`: record each passed case's request frames into it (the worker's `record` is on).
         `output`: marked before the first hidden case's inputs go to a worker."""
-        missing = self._missing_names(worker, sub)
+        missing = missing_entry_points(self.assignment, worker, sub)
         sent: dict[int, int] = {}  # instance index -> frames of its plan sent ahead to this worker
         plan_from: int | None = 0 if self.plan.requests else None  # None: nothing (more) to send ahead
         results: list[CaseResult] = []
@@ -243,8 +231,8 @@ class Engine:
                 plan_from = n + 1
                 done = self.run_case(inst, worker, sub)
             else:
-                died = _died(done, worker)  # restarted below
-                if not died and sent.get(n, 0) > len(made or ()) - first:  # fewer calls than sent ahead
+                gone = died(done, worker)  # restarted below
+                if not gone and sent.get(n, 0) > len(made or ()) - first:  # fewer calls than sent ahead
                     self.plan.stop_at(inst, len(made) - first)
                     worker = self._leave_plan(sub, worker, made)
                     sent.clear()
@@ -252,7 +240,7 @@ class Engine:
             results.append(case_result(self.assignment, inst, done.outcome, done.verdict, time.perf_counter() - t0))
             if learn is not None and done.outcome is Outcome.PASSED:
                 learn[inst.id] = worker.record[first:]
-            if _died(done, worker):
+            if died(done, worker):
                 worker.retire()
                 restarts += 1
                 worker = self.sandbox.open(sub)
@@ -289,33 +277,9 @@ class Engine:
                                    self.setup(inst), inst.param)
             return CaseOutcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
         except StudentError as e:
-            placeholder = not_implemented_message(e.exc_type, e.message, e.traceback, sub.units)
-            if placeholder:
-                return CaseOutcome(Outcome.ERROR, Verdict.not_implemented(placeholder))
-            # What the exception says never decides the outcome: a device case the trusted reference
-            # cannot get through either is inconclusive for everyone; otherwise raising is an error.
-            device_case = inst.case.concept == "device-placement"
-            if device_case and not self.reference_runs(inst):
-                return CaseOutcome(Outcome.PASSED, Verdict.ok(
-                    "Inconclusive on this device: the reference cannot make these calls here either; "
-                    "not counted against you."))
-            concept = concept_of_exception(e.exc_type, e.message, inst.case.concept, inst.case.on_error)
-            if concept not in self.assignment.concepts:  # PyTorch's well-known errors: only where declared
-                concept = inst.case.concept
-            return CaseOutcome(Outcome.ERROR, Verdict.fail(
-                concept, f"Your code raised {e.exc_type}" + (f": {short(e.message)}" if e.message.strip() else "")
-                + f". {self.assignment.concepts[concept].title}."
-                + (" The reference makes the same calls on these inputs without an error (meta tensors have "
-                   "no values: steps such as .item() or `if mask.any():` cannot run on them)." if device_case else ""),
-                Evidence(traceback=e.traceback)))
-        except WorkerTimeout as e:
-            return CaseOutcome(Outcome.TIMEOUT, Verdict.fail(
-                "timeout", f"Your code ran past the time limit ({e}). Look for an endless loop or a very slow step."))
-        except WorkerCrashed as e:
-            return CaseOutcome(Outcome.ERROR, Verdict.fail("crash", f"The process running your code died: {e}."))
-        except WireError as e:
-            return CaseOutcome(Outcome.ERROR, Verdict.fail(
-                "signature", f"Your code returned something the grader cannot accept: {e}."))
+            return raised(self.assignment, inst, e, sub, lambda: self.reference_runs(inst))
+        except (WorkerTimeout, WorkerCrashed, WireError) as e:
+            return worker_failed(e)
         except (SandboxError, OffPlan, GraderError):
             raise
         except Exception as e:  # the case's check itself failed: the author's mistake
@@ -343,27 +307,6 @@ class Engine:
             self._reference_runs[inst.id] = known
         return known
 
-    def _missing_names(self, worker: GradingWorker, sub: LoadedSubmission) -> dict[str, str]:
-        """Entry point -> message, for entry points the submission lacks or defines as the wrong kind."""
-        eps = self.assignment.entry_points
-        try:
-            infos = worker.describe_all([ep.name for ep in eps]) if eps else {}
-        except SandboxError as e:
-            return {ep.name: f"Could not inspect '{ep.name}': {e}" for ep in eps}
-        out: dict[str, str] = {}
-        for ep in eps:
-            info = infos[ep.name]
-            if info.kind == ep.kind:
-                continue
-            found = ", ".join(info.available) or "nothing callable"
-            if info.kind == "missing":
-                out[ep.name] = (f"Your submission defines no '{ep.name}'; found: {found}. "
-                                f"Define {ep.signature}.")
-            else:
-                out[ep.name] = wrong_kind_message(ep.name, ep.kind, ep.signature, info.kind,
-                                                  info.type_name, find_rebinding(sub.units, ep.name))
-        return out
-
     # --- building results -------------------------------------------------------------------
 
     def report_without_results(self, info: SubmissionInfo, concept: str, message: str) -> GradeReport:
@@ -373,9 +316,3 @@ class Engine:
 
     def _report(self, info: SubmissionInfo, results: list[CaseResult], load: LoadInfo) -> GradeReport:
         return grade_report(self.assignment, info, results, load, self.environment(), public_only=self.public_only)
-
-
-def _died(done: CaseOutcome, worker: GradingWorker) -> bool:
-    """The case ended with its worker gone (timed out, crashed, or killed for an invalid reply):
-    the next case needs a fresh one."""
-    return done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash" or not worker.alive
