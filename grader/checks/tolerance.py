@@ -115,7 +115,7 @@ def _preflight(actual, expected_shape: torch.Size, dtype: torch.dtype | None):
 
 def unravel_index(flat: int, shape: torch.Size) -> tuple[int, ...]:
     """The index of element `flat` of a C-contiguous tensor of `shape`. Plain arithmetic on purpose:
-    `torch.unravel_index` imports torch.fx's symbolic shapes (and sympy, ~0.6 s) on first use."""
+    `torch.unravel_index` imports torch.fx's symbolic shapes (and sympy) on first use (docs/performance.md)."""
     idx = []
     for size in reversed(shape):
         flat, i = divmod(flat, size)

@@ -48,7 +48,7 @@ def _writable_file(path: Path) -> Path:
 
 def _exit_now(code: int) -> None:
     """Exit with ``code``. As a real command (not under CliRunner or a test's capture), skip the
-    interpreter's tear-down of torch (~0.4 s): everything of ours is written and closed by now."""
+    interpreter's tear-down of torch (docs/performance.md): everything of ours is written and closed by now."""
     if sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__ and threading.active_count() == 1:
         sys.stdout.flush()
         sys.stderr.flush()

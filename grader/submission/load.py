@@ -163,7 +163,7 @@ def _notebook_units(raw: bytes, name: str, cell_tag: str | None) -> list[CodeUni
     if not isinstance(major, int) or major < 3 or major > 4:
         raise _Refused(f"{name} uses notebook format version {major!r}; only versions 3 and 4 are "
                        "supported (open and save it in a current Jupyter)")
-    import nbformat  # costly (~1.7 s), so imported only when a notebook is loaded
+    import nbformat  # costly to import (docs/performance.md), so only when a notebook is loaded
 
     try:
         with warnings.catch_warnings():
