@@ -47,6 +47,9 @@ def limits_for(assignment: Assignment) -> Limits:
 
 
 class Engine:
+    """Grades submissions of one assignment on one sandbox; engines of a batch share their setups
+    and call plan (`share_setups_from`)."""
+
     def __init__(self, assignment: Assignment, sandbox: GradingSandbox, *, public_only: bool = False,
                  device: torch.device | str = "cpu", max_restarts: int = 6):
         self.assignment = assignment
