@@ -26,7 +26,7 @@ from peers_install import venv_dir
 ASSIGNMENT = "hw3"
 
 
-def _peer_source(nb: dict, concede: bool) -> dict:
+def peer_source(nb: dict, concede: bool) -> dict:
     """The student's notebook with outputs cleared and, with `concede`, shell and magic lines
     commented out (see module docstring)."""
     nb = json.loads(json.dumps(nb))
@@ -97,7 +97,7 @@ def nbgrader_setup(root: Path, notebooks: list[Path], log, *, concede: bool = Fa
     students = []
     for i, nb_path in enumerate(notebooks):
         student = f"s{i:03d}"
-        nb = _peer_source(json.loads(nb_path.read_text()), concede)
+        nb = peer_source(json.loads(nb_path.read_text()), concede)
         cells = []
         for c in release["cells"]:
             meta = c.get("metadata", {}).get("nbgrader", {})
@@ -174,7 +174,7 @@ def otter_cmd(root: Path, zip_path: Path, notebook: Path, *, concede: bool = Fal
         shutil.rmtree(work)
     work.mkdir(parents=True)
     release = json.loads((root / "release.ipynb").read_text())
-    mine = _peer_source(json.loads(notebook.read_text()), concede)["cells"]
+    mine = peer_source(json.loads(notebook.read_text()), concede)["cells"]
     cells = []
     for c in release["cells"]:
         src = "".join(c["source"])  # a list of lines or one string
