@@ -44,7 +44,7 @@ def test_the_concession_comments_out_shell_and_magic_lines_only():
 
 def test_otter_submission_is_the_released_notebook_with_the_student_cells(tmp_path):
     release = {"cells": [_cell("code", 'import otter\ngrader = otter.Notebook("hw3.ipynb")'),
-                         _cell("code", peers._STUDENT + "\n# BEGIN SOLUTION\npass\n# END SOLUTION"),
+                         _cell("code", peers.STUDENT_MARKER + "\n# BEGIN SOLUTION\npass\n# END SOLUTION"),
                          _cell("code", 'grader.check("q0_causal_square")'),
                          _cell("code", "# BEGIN SOLUTION\npass\n# END SOLUTION"),
                          _cell("code", 'grader.check("q1_causal_rect")'),
