@@ -31,6 +31,7 @@ from pathlib import Path
 from grader.assignment.spec import available, infer, read_spec
 from grader.errors import AssignmentSpecError, GraderError, UnknownAssignment
 from grader.i18n import Msg, tr
+from grader.results import split_message
 
 KIT_TABLE = "kit"
 SHIPPED_CASE_FILES = ("cases_public.py", "_common.py")
@@ -134,7 +135,17 @@ class Choice:
 
     main: str | None
     """The file to grade, relative to the folder (None: leave it to the loader's rules)."""
-    note: Msg | str = ""
+    note: str = ""
+    """In English; a `Msg` given here moves to ``note_i18n``."""
+    note_i18n: Msg | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        split_message(self, "note", "note_i18n")
+
+    @property
+    def text(self) -> Msg | str:
+        """The note, translatable where it was given as a `Msg`."""
+        return self.note_i18n if self.note_i18n is not None else self.note
 
 
 def choose_main(folder: Path, main_module: str, starters: dict[str, str]) -> Choice:

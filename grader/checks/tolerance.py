@@ -134,9 +134,9 @@ def _preflight(actual, expected_shape: torch.Size, dtype: torch.dtype | None):
     return _as_float64(actual), ""
 
 
-def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
+def unravel_index(flat: int, shape: torch.Size) -> tuple[int, ...]:
     """The index of element `flat` of a C-contiguous tensor of `shape`. Plain arithmetic on purpose:
-    `torch.unravel_index` imports torch.fx's symbolic shapes (and sympy, ~0.6 s) on first use."""
+    `torch.unravel_index` imports torch.fx's symbolic shapes (and sympy) on first use (docs/performance.md)."""
     idx = []
     for size in reversed(shape):
         flat, i = divmod(flat, size)
@@ -150,7 +150,7 @@ def _nonfinite(a: torch.Tensor, e: torch.Tensor, sel: torch.Tensor, allowed) -> 
     if not bool(bad.any()):
         return None
     flat = int(torch.nonzero(bad.reshape(-1))[0, 0])
-    idx = _unravel(flat, a.shape)
+    idx = unravel_index(flat, a.shape)
     kind = "NaN" if bool(torch.isnan(a[idx])) else ("inf" if bool(torch.isinf(a[idx])) else "")
     allowed_at = float(allowed[idx]) if isinstance(allowed, torch.Tensor) else float(allowed)
     return Comparison(False, float("nan") if kind != "inf" else float("inf"), allowed_at, idx,
@@ -186,7 +186,7 @@ def _quick_pass(a: torch.Tensor, e: torch.Tensor, sel: torch.Tensor | None, atol
 
 
 def compare_tensors(actual, expected, *, atol: float, rtol: float, where=None,
-                    dtype: torch.dtype | None = None) -> Comparison:
+                    dtype: torch.dtype | None = None, quick: bool = True) -> Comparison:
     """Fixed tolerance, per element: |actual - expected| <= atol + rtol * |expected|.
 
     Args:
@@ -196,6 +196,8 @@ def compare_tensors(actual, expected, *, atol: float, rtol: float, where=None,
         where: optional bool tensor broadcastable to the shape, True = compare this element
             (e.g. only valid query rows).
         dtype: when given, actual must have exactly this dtype.
+        quick: let a passing comparison take the quick path (same verdict, fewer tensor ops);
+            False always takes the full one.
 
     Raises:
         TypeError / ValueError: for a bad ``expected`` or ``where`` (grader errors).
@@ -205,7 +207,7 @@ def compare_tensors(actual, expected, *, atol: float, rtol: float, where=None,
     a, reason = _preflight(actual, e.shape, dtype)
     if a is None:
         return _fail(reason)
-    passed = _quick_pass(a, e, sel, atol, rtol)
+    passed = _quick_pass(a, e, sel, atol, rtol) if quick else None
     if passed is not None:
         return passed
     if sel is None:
@@ -221,7 +223,7 @@ def compare_tensors(actual, expected, *, atol: float, rtol: float, where=None,
         at = int(err.reshape(-1).argmax()) if err.numel() else None
         allowed_at = float(allowed.reshape(-1)[at]) if at is not None else atol
         return Comparison(True, max_err, allowed_at, None, None, None, "")
-    idx = _unravel(int(excess.reshape(-1).argmax()), e.shape)
+    idx = unravel_index(int(excess.reshape(-1).argmax()), e.shape)
     return Comparison(False, max_err, float(allowed[idx]), idx, float(e[idx]), float(a[idx]),
                       tr("error {error} > allowed {allowed} at {index}", error=format(float(err[idx]), ".3g"),
                          allowed=format(float(allowed[idx]), ".3g"), index=str(idx)))
@@ -257,7 +259,7 @@ def compare_flash(actual, oracle, naive, *, factor: float = 2.0, abs_term: float
     max_err = float(err.max()) if err.numel() else 0.0
     if max_err <= allowed:
         return Comparison(True, max_err, allowed, None, None, None, "")
-    idx = _unravel(int(err.reshape(-1).argmax()), o.shape)
+    idx = unravel_index(int(err.reshape(-1).argmax()), o.shape)
     return Comparison(False, max_err, allowed, idx, float(o[idx]), float(a[idx]),
                       tr("error {error} > allowed {allowed} ({factor} x naive error + {abs_term}) at {index}",
                          error=format(max_err, ".3g"), allowed=format(allowed, ".3g"), factor=format(factor, "g"),

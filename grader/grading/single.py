@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 from grader.assignment.kit import Choice, choose_main, read_spec, starter_fingerprints, untouched_note
 from grader.errors import GraderError
+from grader.i18n import Msg
 
 
 @contextlib.contextmanager
@@ -86,7 +87,8 @@ class Graded:
     hidden_points: float
     closing: threading.Thread | None = None
     """The sandbox's shutdown, still running when grade_one(close_in_background=True) returned."""
-    note: str = ""
+    note: Msg | str = ""
+    """Which file was graded and why, when a folder held both starters (translatable)."""
     """Which file was graded and why, when that was a choice (a folder with attention.py and
     attention.ipynb) or the file graded is the untouched starter."""
 
@@ -147,7 +149,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
         if public_only:
             report = dataclasses.replace(report, hidden_cases=n_hidden, hidden_points=p_hidden)
         graded = Graded(report=report, assignment=a, isolation=sandbox.isolation, hidden_cases=n_hidden,
-                        hidden_points=p_hidden, note=choice.note or untouched_note(submission, starters))
+                        hidden_points=p_hidden, note=choice.text or untouched_note(submission, starters))
     finally:
         if early is not None:
             if graded is not None and close_in_background:

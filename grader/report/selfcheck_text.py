@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from grader.assignment.concepts import vocabulary
 from grader.i18n import DEFAULT, Msg, ntr, tr, translate
+from grader.report.text import fmt_points
 
 if TYPE_CHECKING:
     from grader.grading.single import Graded
@@ -23,22 +24,18 @@ def marks() -> tuple[str, str]:
         return "ok", "FAIL"
 
 
-def points_text(x: float) -> str:
-    return f"{round(x, 2):g}"
-
-
 def hidden_sentence(n: int, points: float, lang: str = DEFAULT) -> str:
     return ntr("{n} hidden case will run at grading time (worth {points} more points); this self-check is not your "
                "grade.", "{n} hidden cases will run at grading time (worth {points} more points); this self-check is "
-               "not your grade.", n, points=points_text(points)).render(lang)
+               "not your grade.", n, points=fmt_points(points)).render(lang)
 
 
 def lead_sentence(public_points: float, hidden_cases: int, hidden_points: float, lang: str = DEFAULT) -> str:
     """How much of the grade the public cases check: what a self-check leads with, not a percentage."""
     hidden = ntr("{n} hidden case at grading time", "{n} hidden cases at grading time", hidden_cases) \
         if hidden_cases else tr("no hidden cases")
-    return tr("Public cases: {public} of {total} points checked, {hidden}.", public=points_text(public_points),
-              total=points_text(public_points + hidden_points), hidden=hidden).render(lang)
+    return tr("Public cases: {public} of {total} points checked, {hidden}.", public=fmt_points(public_points),
+              total=fmt_points(public_points + hidden_points), hidden=hidden).render(lang)
 
 
 def check_lines(g: "Graded", *, verbose: bool = False, lang: str | None = None) -> list[str]:
@@ -81,8 +78,8 @@ def check_lines(g: "Graded", *, verbose: bool = False, lang: str | None = None) 
                       for f in evidence_facts(c.evidence, lang)]
     passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
     lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points, lang))
-    args = dict(passed=passed, total=len(r.cases), earned=points_text(r.score.earned),
-                possible=points_text(r.score.possible))
+    args = dict(passed=passed, total=len(r.cases), earned=fmt_points(r.score.earned),
+                possible=fmt_points(r.score.possible))
     lines.append(say(tr("Passed {passed} of {total} public cases ({earned}/{possible} points); this self-check is "
                         "not your grade.", **args) if g.hidden_cases
                      else tr("Passed {passed} of {total} public cases ({earned}/{possible} points).", **args)))
