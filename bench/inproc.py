@@ -6,7 +6,7 @@
 floor:   the same Engine and cases, but student code runs in THIS process through a tiny stand-in
          worker (bench-only; no isolation, no wire, no fork): the compute floor per submission.
          Also times the 8 peer checks (bench/peer_checks.py) run in-process on each .py/.ipynb.
-profile: the real `grader.batch.run_batch` with -j 1 and timers wrapped around the engine, the
+profile: the real `grader.batch.run.run_batch` with -j 1 and timers wrapped around the engine, the
          sandbox and the report writers, giving the split of time per submission.
 """
 
@@ -175,9 +175,9 @@ def floor(batch: Path, limit: int | None) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from grader.assignments import load_assignment
-    from grader.engine import Engine, limits_for
-    from grader.load import load_submission
+    from grader.assignment.spec import load_assignment
+    from grader.grading.engine import Engine, limits_for
+    from grader.submission.load import load_submission
     from peer_checks import run_in
 
     a = load_assignment("masked-attention")
@@ -215,10 +215,10 @@ def floor(batch: Path, limit: int | None) -> dict:
 # --- the profile pass ------------------------------------------------------------------------------
 
 def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
-    import grader.batch as B
+    import grader.batch.run as B
     from grader.sandbox import host
-    from grader import engine as E
-    from grader.assignments import load_assignment
+    from grader.grading import engine as E
+    from grader.assignment.spec import load_assignment
 
     timed(B, "load_submission", "load (read + parse)")
     timed(B, "discover", "discover")

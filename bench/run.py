@@ -403,7 +403,7 @@ def main_compare(args) -> dict:
 
 def _our_percent(out_dir: Path, filename: str) -> float | None:
     """Our percent for one file, from a round's results/<id>.json."""
-    from grader.load import student_id
+    from grader.submission.load import student_id
 
     p = out_dir / "results" / f"{student_id(filename)}.json"
     if not p.is_file():
@@ -414,7 +414,7 @@ def _our_percent(out_dir: Path, filename: str) -> float | None:
 
 def _case_count() -> int:
     """Case instances of the benchmarked assignment (public and hidden), as graded now."""
-    from grader.assignments import load_assignment
+    from grader.assignment.spec import load_assignment
 
     return len(load_assignment("masked-attention").instances())
 

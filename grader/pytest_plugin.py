@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from grader.assignment.concepts import vocabulary
 
 SESSION_KEY = pytest.StashKey["_KitSession"]()
 
@@ -42,7 +43,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.name != "spec.toml" or file_path.parent.parent.name != "assignments":
         return None
-    from grader.kit import kit_info
+    from grader.assignment.kit import kit_info
 
     try:
         if kit_info(file_path.parent) is None:
@@ -56,7 +57,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     session = config.stash.get(SESSION_KEY, None)
     if session is None or session.hidden is None:
         return
-    from grader.commands.student import hidden_sentence
+    from grader.report.selfcheck_text import hidden_sentence
 
     n, points = session.hidden
     terminalreporter.write_sep("-", "attention-grader")
@@ -94,7 +95,7 @@ class _KitSession:
         return self.results.get(case_id)
 
     def _grade(self, folder: Path, selected: list[str]) -> None:
-        from grader.commands.student import grade_one
+        from grader.grading.single import grade_one
 
         path = self.submission(folder)
         if not path.exists():
@@ -107,7 +108,7 @@ class _KitSession:
         except Exception as e:  # an operator problem (bad kit, no sandbox): fail every item with it
             self.error = f"the grader could not run: {e}"
             return
-        self.results = {c.id: (c, g.report.load, g.report.vocabulary()) for c in g.report.cases}
+        self.results = {c.id: (c, g.report.load, vocabulary(g.report.concepts)) for c in g.report.cases}
         self.hidden = (g.hidden_cases, g.hidden_points)
         self.isolation = g.isolation
         self.note = g.note
@@ -124,7 +125,7 @@ class KitSpec(pytest.File):
     """The kit's spec.toml: yields one item per public case instance (loaded without running any)."""
 
     def collect(self):
-        from grader.assignments import load_assignment
+        from grader.assignment.spec import load_assignment
 
         a = load_assignment(self.path.parent)
         for inst in a.instances(public_only=True):

@@ -16,7 +16,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 # The built-in (attention) vocabulary: titles of the concepts results graded before assignments
-# declared their own (grader/concepts.py). New assignments declare theirs in spec.toml.
+# declared their own (grader/assignment/concepts.py). New assignments declare theirs in spec.toml.
 CONCEPTS: dict[str, str] = {
     "mask-fill-value": "Masked scores must be -inf (or finfo(dtype).min) before the softmax",
     "mask-after-softmax": "The mask must be applied before the softmax, not to the weights",
@@ -243,12 +243,6 @@ class GradeReport:
     """The assignment's diagnosis vocabulary as graded, so a re-render years later uses the same
     words (empty in results written before 0.3: the built-in vocabulary names those)."""
     schema_version: int = SCHEMA_VERSION
-
-    def vocabulary(self) -> dict[str, Concept]:
-        """Concept id -> Concept as graded (the built-in vocabulary for results that carry none)."""
-        from grader.concepts import vocabulary
-
-        return vocabulary(self.concepts)
 
     def concepts_failed(self) -> list[str]:
         seen: list[str] = []

@@ -19,6 +19,7 @@ from grader.report.text import clean_block, csv_cell, fmt_points, md_escape, one
 from grader.report.view import evidence_facts
 from grader.results import CaseResult, Concept, GradeReport, Outcome
 from grader.untrusted import json_text
+from grader.assignment.concepts import vocabulary
 
 CSV_FIXED_COLUMNS = ["student_id", "earned", "possible", "percent"]
 GRADESCOPE_OUTPUT_LIMIT = 4000
@@ -86,7 +87,7 @@ def gradescope_results(report: GradeReport, *, release_hidden: bool = False) -> 
     Hidden cases get visibility "after_published" and, unless released, no message or evidence.
     """
     tests = []
-    vocab = report.vocabulary()
+    vocab = vocabulary(report.concepts)
     for case in report.cases:
         tests.append({
             "name": one_line(f"{case.title} ({case.id})", 300),
@@ -159,7 +160,7 @@ def junit_xml(reports: list[GradeReport]) -> str:
             shown = not c.hidden
             message = one_line(c.message, 500) if shown else "hidden case did not pass"
             el = ET.SubElement(tc, tag, message=message, type=c.concept or c.outcome.value)
-            el.text = _case_text(c, details=shown, vocab=r.vocabulary())
+            el.text = _case_text(c, details=shown, vocab=vocabulary(r.concepts))
         ET.SubElement(suite, "system-out").text = clean_block(r.load.stdout, 8000)
         ET.SubElement(suite, "system-err").text = clean_block(
             "\n".join(filter(None, [r.load.message, *(f"cell {e.cell}: {e.error}" for e in r.load.cell_errors),
@@ -203,7 +204,7 @@ def markdown_summary(reports: list[GradeReport], *, run: RunInfo | None = None) 
             continue
         lines += ["", f"### {md_escape(r.submission.id, 80)}: {r.score.display_percent()}", ""]
         for c in failing:
-            known = r.vocabulary().get(c.concept or "")
+            known = vocabulary(r.concepts).get(c.concept or "")
             concept = md_escape(known.title if known else (c.concept or c.outcome.value), 200)
             text = "hidden case" if c.hidden else md_escape(c.message, 400)
             lines.append(f"- {md_escape(c.title, 120)} ({md_escape(c.id, 120)}), {c.outcome.value}: "

@@ -20,6 +20,7 @@ from markupsafe import Markup
 from grader import __version__
 from grader.report.view import build_view
 from grader.results import GradeReport
+from grader.assignment.concepts import vocabulary
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,7 +61,7 @@ def render_page(template: str, script: str, **context: object) -> str:
 def render_submission(report: GradeReport, *, release_hidden: bool = False) -> str:
     """The student's feedback page for one graded submission."""
     view = build_view(report, release_hidden=release_hidden)
-    return render_page("report.html", "report.js", v=view, load_explanation=report.vocabulary()["load-error"].explanation)
+    return render_page("report.html", "report.js", v=view, load_explanation=vocabulary(report.concepts)["load-error"].explanation)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:

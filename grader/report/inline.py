@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from grader.report.concepts import explanation
+from grader.assignment.builtin import explanation
 from grader.report.html import environment
 from grader.report.view import ReportView
 

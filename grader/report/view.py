@@ -12,6 +12,7 @@ from grader.checks.diagnose import NOT_IMPLEMENTED
 from grader.report.heatmap import HeatmapView, build_heatmap
 from grader.report.text import clean_block, fmt_num, fmt_points, one_line
 from grader.results import CaseResult, Concept, Evidence, GradeReport, Outcome
+from grader.assignment.concepts import vocabulary
 
 MAX_LISTED = 20
 """Leaking cells / NaN locations listed in words before "and N more"."""
@@ -212,7 +213,7 @@ def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix:
 
     ``uid_prefix`` keeps element ids (anchors, SVG patterns) unique where several views share one
     page: the self-check outputs of a notebook."""
-    vocab = report.vocabulary()
+    vocab = vocabulary(report.concepts)
     cases = [_case_view(i, c, release_hidden, vocab, uid_prefix) for i, c in enumerate(report.cases)]
     env = report.environment
     load = report.load

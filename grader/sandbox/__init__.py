@@ -4,7 +4,7 @@ The grader process never imports student code. See docs/architecture.md ("Contra
 and ../shared/security.md for the threat model and the isolation levels.
 
 Importing this package does not import torch: the names from ``host`` and ``wire`` (which do) are
-loaded on first use, so that ``grader.sandbox.early.prestart()`` can start the zygote before this
+loaded on first use, so that ``grader.sandbox.prestart.prestart()`` can start the zygote before this
 process pays for ``import torch``.
 """
 

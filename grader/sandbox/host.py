@@ -31,7 +31,7 @@ from typing import Any, Iterable
 
 from grader import untrusted
 from grader.results import CellError
-from grader.sandbox import early, jail, selftest
+from grader.sandbox import jail, prestart, selftest
 from grader.sandbox.errors import OffPlan, SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
 from grader.sandbox.wire import (MAX_HEADER_BYTES, PREFIX, Handle, check_prefix, decode_frame,
                                  encode_frame)
@@ -105,7 +105,7 @@ def _close_all() -> None:
         sb.close()
 
 
-_child_env = early.child_env
+_child_env = prestart.child_env
 
 
 class Sandbox:
@@ -117,7 +117,7 @@ class Sandbox:
     """
 
     def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
-                 isolation: str = "auto", warm_meta: bool = True, prestarted: "early.Prestart | None" = None,
+                 isolation: str = "auto", warm_meta: bool = True, prestarted: "prestart.Prestart | None" = None,
                  self_test: bool = True):
         """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
 
@@ -126,7 +126,7 @@ class Sandbox:
         no case that will run uses the meta device (e.g. a public-only self-check); a worker that
         touches it anyway still works, only slower.
 
-        prestarted: a zygote started earlier by ``grader.sandbox.early.prestart`` (by default the
+        prestarted: a zygote started earlier by ``grader.sandbox.prestart.prestart`` (by default the
         pending one for this device, if any, is adopted).
 
         self_test: run the environment self-test (``grader.sandbox.selftest``) in a real worker
@@ -144,26 +144,26 @@ class Sandbox:
         """False in a forked grading process: its close() leaves the zygote to the parent."""
         self._workers: "weakref.WeakSet[Worker]" = weakref.WeakSet()
         self._closed = False
-        self._zygote: early.Zygote | None = None
+        self._zygote: prestart.Zygote | None = None
         self._reaper: _Reaper | None = None
         zygote = use_zygote and LINUX
         pre = prestarted
         if pre is None and zygote:
-            pre = early.take(device)
-        elif pre is not None and not (zygote and pre.env == _child_env(device) and early.claim(pre)):
+            pre = prestart.take(device)
+        elif pre is not None and not (zygote and pre.env == _child_env(device) and prestart.claim(pre)):
             raise ValueError("this prestarted zygote cannot be used here (another device, no zygote, "
                              "or another Sandbox adopted it)")
         if pre is not None:
             self._root, self._env, probe = pre.root, pre.env, pre.probe
             self._zygote = pre.zygote
         else:
-            early.remove_stale()
-            self._root = early.make_root()
+            prestart.remove_stale()
+            self._root = prestart.make_root()
             self._env = _child_env(device)
-            probe = early.start_probe(self._env, self._root) if LINUX else None
+            probe = prestart.start_probe(self._env, self._root) if LINUX else None
             if zygote:
                 try:
-                    self._zygote = early.Zygote(self._env, self._root, warm_meta=warm_meta)
+                    self._zygote = prestart.Zygote(self._env, self._root, warm_meta=warm_meta)
                 except BaseException:
                     if probe is not None:
                         probe.kill()
@@ -202,7 +202,7 @@ class Sandbox:
                                 "read_paths": [], "cover": [], "landlock_abi": 0, "userns": False}
         if isolation == "process" or not LINUX:
             # No namespaces, uid, Landlock or cgroups; the system-call filter still, where Linux has it.
-            if LINUX and early.probe_result(probe_proc or early.start_probe(self._env, self._root)).get("seccomp"):
+            if LINUX and prestart.probe_result(probe_proc or prestart.start_probe(self._env, self._root)).get("seccomp"):
                 feats.add("seccomp")
             elif probe_proc is not None:
                 probe_proc.kill()
@@ -210,7 +210,7 @@ class Sandbox:
             feats.add("rss")
             return plan
         # jail.py runs as a script (standard library only, ~50 ms), started with the zygote.
-        probe = early.probe_result(probe_proc or early.start_probe(self._env, self._root))
+        probe = prestart.probe_result(probe_proc or prestart.start_probe(self._env, self._root))
         if probe.get("namespaces"):
             feats.add("namespaces")
             plan["userns"] = bool(probe.get("userns"))
@@ -460,7 +460,7 @@ def _describe_msg(names: list[str]) -> dict:
     return {"op": "describe_all", "names": [str(n) for n in names]}
 
 
-def _type_name(value: object) -> str:
+def dotted_type_name(value: object) -> str:
     """A type's dotted name as the worker reported it; anything else (a forged reply) becomes ""."""
     return value if isinstance(value, str) and re.fullmatch(r"[A-Za-z_][\w.]{0,79}", value) else ""
 
@@ -591,7 +591,7 @@ class Worker:
         r = self._call({"op": "describe", "name": name}, "describing " + repr(name))
         return NameInfo(name=name, kind=_s(r.get("kind")), signature=r.get("signature"),
                         params=tuple(map(str, r.get("params") or [])),
-                        available=tuple(map(str, r.get("available") or [])), type_name=_type_name(r.get("type")))
+                        available=tuple(map(str, r.get("available") or [])), type_name=dotted_type_name(r.get("type")))
 
     def describe_all(self, names: list[str]) -> dict[str, NameInfo]:
         """describe() for several names in one round trip."""
@@ -604,7 +604,7 @@ class Worker:
                             signature=i["signature"] if isinstance(i.get("signature"), str) else None,
                             params=tuple(map(str, i.get("params") or [])),
                             available=tuple(map(str, i.get("available") or [])),
-                            type_name=_type_name(i.get("type")))
+                            type_name=dotted_type_name(i.get("type")))
                 for n, i in zip(names, infos)}
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -1102,7 +1102,7 @@ def _load_failure_message(e: SandboxError) -> str:
     return f"The submission could not be loaded: {e}"
 
 
-descendants = early.descendants
+descendants = prestart.descendants
 
 
 def _tree_rss(root: int | None) -> int:

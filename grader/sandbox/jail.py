@@ -531,7 +531,7 @@ def grader_paths() -> tuple[list[str], str | None]:
     if spec is not None:
         secret.update(os.path.realpath(p) for p in (spec.submodule_search_locations or [spec.origin or ""]) if p)
     try:
-        from grader.assignments import search_path
+        from grader.assignment.spec import search_path
         secret.update(str(p) for p in search_path())
     except Exception:  # noqa: BLE001 - a broken assignment folder must not open the jail
         pass

@@ -25,7 +25,7 @@ def _per_worker(sb, sub, runs: int) -> list[float]:
 
 
 def main(runs: int = 10) -> None:
-    from grader.load import load_submission
+    from grader.submission.load import load_submission
     from grader.sandbox import Sandbox
 
     with tempfile.TemporaryDirectory() as d:

@@ -7,7 +7,7 @@ real one kills its grader): the worker dies mid-task every time it grades that f
 import os
 import signal
 
-from grader.engine import Engine
+from grader.grading.engine import Engine
 
 
 def _grade_or_die(self, sub, *, student_id=None, _grade=Engine.grade):

@@ -9,15 +9,14 @@ gives: same outcomes, same messages, same evidence, same captured output.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from grader.assignments import load_assignment
-from grader.batch import _learn_calls
-from grader.engine import Engine, limits_for
-from grader.load import load_submission
+from grader.assignment.spec import load_assignment
+from grader.grading.call_plan import learn_calls
+from grader.grading.engine import Engine, limits_for
+from grader.submission.load import load_submission
 from grader.results import Outcome, to_dict
 from grader.sandbox import OffPlan, Sandbox
 
@@ -73,7 +72,7 @@ def _engine_pair(assignment_id: str):
         straight.prepare()
         planned = Engine(a, sb)
         planned.share_setups_from(straight)
-        _learn_calls(planned, a)
+        learn_calls(planned, a)
         yield straight, planned
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from grader.assignments import load_assignment
-from grader.cli import main
-from grader.commands import student
+from grader.assignment.spec import load_assignment
+from grader.cli.app import main
+from grader.grading.single import Graded
+from grader.report.selfcheck_text import check_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBS = ROOT / "submissions" / "masked-attention"
@@ -136,7 +137,7 @@ def test_help_teaches_by_example():
 
 # --- the summary lines without grading -----------------------------------------------------
 
-def _graded(hidden: int, outcomes: list[str]) -> student.Graded:
+def _graded(hidden: int, outcomes: list[str]) -> Graded:
     from grader.results import (AssignmentInfo, CaseResult, Environment, GradeReport, LoadInfo, Outcome,
                                 Points, SubmissionInfo)
 
@@ -148,24 +149,24 @@ def _graded(hidden: int, outcomes: list[str]) -> student.Graded:
     report = GradeReport(SubmissionInfo("a", "0", "a.py", "py"), AssignmentInfo("x", "1"),
                          Points(earned, len(cases)), cases, LoadInfo(ok=True),
                          Environment("0", "0", "3", "cpu", "process"), "2026-01-01T00:00:00Z", public_only=True)
-    return student.Graded(report, None, "process", hidden, 2.0 * hidden)
+    return Graded(report, None, "process", hidden, 2.0 * hidden)
 
 
 def test_no_hidden_cases_and_all_passed_says_so():
-    lines = student.check_lines(_graded(0, ["passed", "passed"]))
+    lines = check_lines(_graded(0, ["passed", "passed"]))
     assert lines[-3:] == ["Public cases: 2 of 2 points checked, no hidden cases.",
                           "Passed 2 of 2 public cases (2/2 points).", "All cases passed."]
 
 
 def test_hidden_cases_never_allow_all_passed():
-    lines = student.check_lines(_graded(1, ["passed"]))
+    lines = check_lines(_graded(1, ["passed"]))
     assert lines[-2:] == ["Public cases: 1 of 3 points checked, 1 hidden case at grading time.",
                           "Passed 1 of 1 public cases (1/1 points); this self-check is not your grade."]
     assert not any("All cases passed" in line for line in lines)
 
 
 def test_no_percentage_in_the_summary():
-    lines = student.check_lines(_graded(0, ["passed"] * 199 + ["failed"]))
+    lines = check_lines(_graded(0, ["passed"] * 199 + ["failed"]))
     assert "Passed 199 of 200 public cases (199/200 points)." in lines
     assert not any("%" in line for line in lines)
 
@@ -181,7 +182,7 @@ def test_code_not_written_yet_is_named_so_without_a_concept():
                                        "check again.")
     assert case.not_implemented and not dataclasses.replace(case, outcome=Outcome.FAILED).not_implemented
     g = dataclasses.replace(g, report=dataclasses.replace(g.report, cases=[case]))
-    lines = student.check_lines(g)
+    lines = check_lines(g)
     assert lines[1:3] == ["  ✗ case 0 [c0] — not implemented yet",
                           "      Not implemented yet: f still raises NotImplementedError. Write it, then check again."]
     assert lines[3].startswith("Public cases:")  # no concept line, no evidence

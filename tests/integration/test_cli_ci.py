@@ -11,9 +11,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from grader.assignments import load_assignment
-from grader.cli import main
-from grader.commands import student
+from grader.assignment.spec import load_assignment
+from grader.cli.app import main
+from grader.cli import student
+from grader.grading.single import Graded
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBS = ROOT / "submissions" / "masked-attention"
@@ -124,12 +125,12 @@ def test_threshold_decides_the_exit_status():
     assert student.ci_lines(_graded(earned=0, possible=0), min_score=0, file=None)[1] is False
 
 
-def _graded(*, earned: float, possible: float) -> student.Graded:
+def _graded(*, earned: float, possible: float) -> Graded:
     from grader.results import AssignmentInfo, Environment, GradeReport, LoadInfo, Points, SubmissionInfo
 
     report = GradeReport(SubmissionInfo("a", "0", "a.py", "py"), AssignmentInfo("x", "1"), Points(earned, possible),
                          [], LoadInfo(ok=True), Environment("0", "0", "3", "cpu", "process"), "2026-01-01T00:00:00Z")
-    return student.Graded(report, None, "process", 0, 0.0)
+    return Graded(report, None, "process", 0, 0.0)
 
 
 def test_usage_errors(tmp_path):

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader.assignments import load_assignment
-from grader.batch import Event
-from grader.cli import main
-from grader.commands.batch import _Progress
+from grader.assignment.spec import load_assignment
+from grader.batch.run import Event
+from grader.cli.app import main
+from grader.cli.instructor import Progress
 from grader.results import report_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,7 +191,7 @@ def _six_submissions(folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])  # -j 2: slot processes (grader/slots.py), -j 1: one thread
+@pytest.mark.parametrize("jobs", ["1", "2"])  # -j 2: slot processes (grader/batch/slots.py), -j 1: one thread
 def test_sigint_stops_cleanly_and_the_rerun_resumes_without_loss_or_duplicates(tmp_path, jobs):
     import signal
 
@@ -314,7 +314,7 @@ class _Tty(io.StringIO):
 
 def test_terminal_progress_rewrites_one_line_with_failures_and_eta():
     stream = _Tty()
-    progress = _Progress(verbose=False, stream=stream)
+    progress = Progress(verbose=False, stream=stream)
     assert progress.tty
     from grader.results import Points
 
@@ -356,7 +356,7 @@ def test_report_accepts_the_output_folder_and_reports_missing_results(graded, tm
 
 
 def test_report_refuses_a_folder_a_grade_run_is_writing(graded, tmp_path):
-    from grader.batch import OutputLock
+    from grader.batch.run import OutputLock
 
     _, out, _ = graded
     copy = tmp_path / "out"
@@ -369,7 +369,7 @@ def test_report_refuses_a_folder_a_grade_run_is_writing(graded, tmp_path):
 
 
 def test_a_grader_fault_on_one_submission_is_reported_not_recorded_and_retried(tmp_path, monkeypatch):
-    from grader.engine import Engine
+    from grader.grading.engine import Engine
 
     cls = tmp_path / "class"
     cls.mkdir()

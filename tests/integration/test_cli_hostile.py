@@ -24,8 +24,8 @@ import pytest
 from click.testing import CliRunner
 
 import nasty
-from grader.cli import main
-from grader.load import name_hash, student_id
+from grader.cli.app import main
+from grader.submission.load import name_hash, student_id
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "submissions" / "masked-attention"
@@ -123,7 +123,7 @@ def test_a_file_name_that_is_not_utf8_is_graded_normally(batch):
 
 def test_a_forged_meta_message_gets_what_cpu_mask_gets(batch):
     r = batch[3]["forged_meta_message"]
-    from grader.assignments import load_assignment
+    from grader.assignment.spec import load_assignment
 
     failing = {c["id"] for c in r["cases"] if c["outcome"] != "passed"}
     device_cases = {i.id for i in load_assignment("masked-attention").instances() if i.case.concept == "device-placement"}

@@ -24,9 +24,9 @@ from click.testing import CliRunner
 
 distributed = pytest.importorskip("distributed")
 
-from grader.cli import main  # noqa: E402
+from grader.cli.app import main  # noqa: E402
 
-from grader.assignments import load_assignment
+from grader.assignment.spec import load_assignment
 
 FULL = round(load_assignment("masked-attention").possible(), 6)
 """The assignment's full score (its case set grows; the tests compare with it)."""

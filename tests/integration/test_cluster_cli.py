@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from grader.cli import main
+from grader.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SDPA = ROOT / "submissions" / "masked-attention" / "correct" / "sdpa.py"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.assignments import load_assignment
-from grader.engine import Engine, limits_for
+from grader.assignment.spec import load_assignment
+from grader.grading.engine import Engine, limits_for
 from grader.results import Outcome
 from grader.sandbox import Sandbox
 

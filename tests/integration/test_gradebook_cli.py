@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader.cli import main
-from grader.gradebook import Gradebook
+from grader.cli.app import main
+from grader.records.gradebook import Gradebook
 from grader.results import LoadInfo, Points, report_from_dict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader.assignments import load_assignment
-from grader.cli import main
+from grader.assignment.spec import load_assignment
+from grader.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "submissions" / "masked-attention"
@@ -84,7 +84,7 @@ def test_ci_refuses_to_grade_where_the_jail_would_fail_correct_code(tmp_path):
 
 
 def test_grade_refuses_when_the_reference_fails_in_the_jail(tmp_path, monkeypatch):
-    from grader.engine import Engine
+    from grader.grading.engine import Engine
     from grader.results import CaseResult, Outcome, Points
 
     def failing(self, solution):

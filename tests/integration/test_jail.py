@@ -15,13 +15,12 @@ import os
 import socket
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from grader.load import load_submission
+from grader.submission.load import load_submission
 from grader.sandbox import EnvironmentBroken, Limits, Sandbox, WireError, WorkerCrashed
 
 HOSTILE = Path(__file__).parent.parent / "data" / "hostile"

@@ -40,8 +40,8 @@ def _functions(sample: Path) -> dict[str, str]:
 
 def _kit_notebook(tmp: Path, sample: Path) -> Path:
     """A fresh kit whose starter notebook has the sample's functions in place of the stubs."""
-    from grader.assignments import load_assignment
-    from grader.kit import release
+    from grader.assignment.spec import load_assignment
+    from grader.authoring.release import release
 
     kit = release(load_assignment("masked-attention"), tmp).dir
     path = kit / "attention.ipynb"

@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 import grader
-from grader.assignments import load_assignment
-from grader.cli import main
-from grader.kit import reference_lines, shipped_texts
+from grader.assignment.spec import load_assignment
+from grader.cli.app import main
+from grader.authoring.release import reference_lines, shipped_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBS = ROOT / "submissions" / "masked-attention"
@@ -91,7 +91,7 @@ def test_no_hidden_case_id_title_source_or_seed_in_the_kit(kit):
     reference_code = reference_lines("reference")
     assert len(reference_code) > 100
     texts = shipped_texts(kit)  # the wheel opened member by member
-    assert any(name.endswith("!grader/engine.py") for name, _ in texts)
+    assert any(name.endswith("!grader/grading/engine.py") for name, _ in texts)
     for name, text in texts:
         for s in secrets:
             assert not re.search(rf"(?<!\w){re.escape(s)}(?!\w)", text), f"{name} contains {s!r}"
@@ -124,7 +124,7 @@ def test_release_refuses_a_kit_that_would_leak(tmp_path):
 def test_release_refuses_a_grader_wheel_that_carries_the_mistake_models(tmp_path, monkeypatch):
     """The diagnosis models (what each classic mistake gives) are the instructor's: a student wheel
     holding them, as grader/checks/mha.py once did, is refused with where they belong."""
-    from grader import slim
+    from grader.authoring import slim
     from reference import mistakes
 
     build = slim.build_wheel

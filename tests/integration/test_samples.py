@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.assignments import load_assignment
-from grader.engine import Engine, limits_for
+from grader.assignment.spec import load_assignment
+from grader.grading.engine import Engine, limits_for
 from grader.results import Outcome
 from grader.sandbox import Sandbox
-from grader.validate import compare_to_expectation, read_expectations
+from grader.authoring.validate import compare_to_expectation, read_expectations
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = read_expectations(ROOT / "submissions")

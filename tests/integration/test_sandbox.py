@@ -14,7 +14,7 @@ import nbformat
 import pytest
 import torch
 
-from grader.load import load_submission
+from grader.submission.load import load_submission
 from procs import by_comm, processes_mentioning
 from grader.sandbox import (Handle, Limits, LoadReport, Opaque, Sandbox, StudentError, WorkerCrashed,
                             WorkerTimeout)
@@ -395,7 +395,7 @@ def test_load_error_submission_still_opens(sb, tmp_path):
 
 HOST_SCRIPT = '''
 import os, signal, sys
-from grader.load import load_submission
+from grader.submission.load import load_submission
 from grader.sandbox import Sandbox
 sb = Sandbox()
 w = sb.open(load_submission(sys.argv[1]))

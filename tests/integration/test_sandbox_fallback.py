@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.load import load_submission
+from grader.submission.load import load_submission
 from procs import by_comm
 
 from grader.sandbox import Limits, Sandbox, StudentError, WorkerCrashed, WorkerTimeout

@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
-from grader.load import load_submission
-from grader.sandbox import Limits, Sandbox, SandboxError, early
+from grader.submission.load import load_submission
+from grader.sandbox import Limits, Sandbox, SandboxError, prestart
 from procs import process_table, processes_mentioning
 
 LIMITS = Limits(import_timeout_s=10, call_timeout_s=10, submission_timeout_s=60, memory_bytes=512 << 20,
@@ -65,17 +65,17 @@ def _alive(pid: int) -> bool:
 
 
 def test_early_module_does_not_import_torch():
-    code = "import sys, grader.sandbox.early, grader.sandbox; assert 'torch' not in sys.modules, 'torch'"
+    code = "import sys, grader.sandbox.prestart, grader.sandbox; assert 'torch' not in sys.modules, 'torch'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_prestarted_zygote_is_adopted_and_stopped(sub):
-    pre = early.prestart("cpu")
+    pre = prestart.prestart("cpu")
     assert pre is not None and _alive(pre.zygote.pid)
     sb = Sandbox(LIMITS, warm_meta=False)
     try:
         assert sb._zygote is pre.zygote and sb._root == pre.root
-        assert early.take("cpu") is None  # adopted once
+        assert prestart.take("cpu") is None  # adopted once
         with sb.open(sub) as w:
             assert torch.equal(w.call("double", torch.ones(2)), torch.full((2,), 2.0))
             assert w.call("which") == "attention.py"
@@ -85,7 +85,7 @@ def test_prestarted_zygote_is_adopted_and_stopped(sub):
 
 
 def test_explicit_prestart_cannot_be_adopted_twice():
-    pre = early.prestart("cpu")
+    pre = prestart.prestart("cpu")
     with Sandbox(LIMITS, warm_meta=False, prestarted=pre) as sb:
         assert sb._zygote is pre.zygote
         with pytest.raises(ValueError):
@@ -93,7 +93,7 @@ def test_explicit_prestart_cannot_be_adopted_twice():
 
 
 def test_a_prestart_nobody_adopts_is_stopped_at_exit(tmp_path):
-    code = ("from grader.sandbox.early import prestart\n"
+    code = ("from grader.sandbox.prestart import prestart\n"
             "p = prestart('cpu'); print(p.zygote.pid, p.root, flush=True)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     pid, root = out.stdout.split()

@@ -1,4 +1,4 @@
-"""Slot processes (`-j N` on the CPU, grader/slots.py): every result comes back whole and is taken
+"""Slot processes (`-j N` on the CPU, grader/batch/slots.py): every result comes back whole and is taken
 once; a slot process that dies costs the submission it was grading and nothing else; none outlives
 the batch."""
 
@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from grader import slots
-from grader.assignments import load_assignment
-from grader.engine import Engine
-from grader.ledger import LedgerKey
+from grader.batch import slots
+from grader.assignment.spec import load_assignment
+from grader.grading.engine import Engine
+from grader.records.ledger import LedgerKey
 from grader.results import SubmissionInfo, to_dict
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="slot processes need fork()")

@@ -23,13 +23,13 @@ import pytest
 from click.testing import CliRunner
 
 import grader
-from grader.assignments import load_assignment
-from grader.cli import main
-from grader.engine import Engine, limits_for
-from grader.kit import reference_lines, shipped_texts
+from grader.assignment.spec import load_assignment
+from grader.authoring.release import reference_lines, shipped_texts
+from grader.cli.app import main
+from grader.grading.engine import Engine, limits_for
 from grader.results import to_dict
 from grader.sandbox import Sandbox
-from grader.validate import read_expectations
+from grader.authoring.validate import read_expectations
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = read_expectations(ROOT / "submissions")
@@ -172,7 +172,7 @@ except ModuleNotFoundError as e:
     print("import reference:", e)
 import grader
 assert grader.__file__.startswith({str(site)!r}), grader.__file__
-from grader.cli import main
+from grader.cli.app import main
 main(["check", "mine.py", "--no-report"] if "--no-report" in sys.argv else ["check", "mine.py"])
 ''')
     env = {**os.environ, "PYTHONPATH": str(site)}

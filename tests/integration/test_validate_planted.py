@@ -6,10 +6,9 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
-from grader.cli import main
+from grader.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.annotations import command, escape_data, escape_property, failure_annotations, fenced, neutralise
+from grader.report.annotations import command, escape_data, escape_property, failure_annotations, fenced, neutralise
 from grader.results import (
     AssignmentInfo, CaseResult, Environment, GradeReport, LoadInfo, Outcome, Points, SubmissionInfo,
 )

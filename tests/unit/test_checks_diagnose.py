@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 
 from grader.checks.diagnose import (NOT_IMPLEMENTED, Rebinding, concept_of_exception, find_rebinding,
                                     not_implemented_message, wrong_kind_message)
-from grader.load import CodeUnit
+from grader.submission.load import CodeUnit
 
 
 def cell(n: int, source: str) -> CodeUnit:
@@ -105,8 +105,8 @@ def test_a_float32_mask_promoting_half_scores_is_not_an_overflow():
 
 
 def test_the_type_name_from_the_worker_is_taken_only_when_it_is_a_dotted_name():
-    from grader.sandbox.host import _type_name
+    from grader.sandbox.host import dotted_type_name
 
-    assert _type_name("torch.Tensor") == "torch.Tensor" and _type_name("int") == "int"
+    assert dotted_type_name("torch.Tensor") == "torch.Tensor" and dotted_type_name("int") == "int"
     for forged in ("\x1b[31mred", "a b", "x" * 200, None, 3, "", "<lambda>"):
-        assert _type_name(forged) == ""
+        assert dotted_type_name(forged) == ""

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader.assignments import load_assignment
-from grader.cli import main
+from grader.assignment.spec import load_assignment
+from grader.cli.app import main
 from grader.errors import AssignmentSpecError
 from grader.results import Concept, report_from_dict, to_dict
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.discover import discover
+from grader.submission.discover import discover
 from grader.errors import GraderError, NoSubmissions
 
 

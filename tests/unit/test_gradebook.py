@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader.errors import GradebookBusy, GraderError
-from grader.gradebook import Gradebook, scores_csv
+from grader.records.gradebook import Gradebook, scores_csv
 from grader.results import Points, report_from_dict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results"

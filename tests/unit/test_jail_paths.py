@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from grader.cases import Setup
-from grader.engine import REPLY_FLOOR, reply_cap
+from grader.grading.engine import REPLY_FLOOR, reply_cap
 from grader.sandbox import jail
 
 TREE = {

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grader.errors import GradebookBusy
-from grader.ledger import LEDGER_NAME, Ledger, LedgerKey, mode_of
+from grader.records.ledger import LEDGER_NAME, Ledger, LedgerKey, mode_of
 from grader.results import report_from_dict, to_dict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results"

@@ -1,4 +1,4 @@
-"""grader.load: every kind of submission, and every bad input giving a message instead of a crash."""
+"""grader.submission.load: every kind of submission, and every bad input giving a message instead of a crash."""
 
 import json
 import os
@@ -9,8 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import load
-from grader.load import load_submission, name_hash, neutralise_magics, student_id
+from grader.submission import load
+from grader.submission.load import load_submission, name_hash, neutralise_magics, student_id
 
 DATA = Path(__file__).parent.parent / "data" / "load"
 

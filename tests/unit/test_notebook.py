@@ -22,13 +22,13 @@ def test_unknown_function_names_the_ones_with_public_cases(tmp_path, monkeypatch
                             "combine_masks, masked_attention, padding_mask. Or check the whole notebook: "
                             "notebook.check()")
     assert e.value._render_traceback_() == [f"\x1b[31mError:\x1b[0m {e.value}"]  # what IPython shows
-    assert notebook._WARM == {}  # nothing started for a typo
+    assert notebook.warm() == []  # nothing started for a typo
 
 
 def test_missing_notebook_is_a_check_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GRADER_NOTEBOOK", raising=False)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
-    monkeypatch.setattr("grader.notebook_locate._from_server_sessions", lambda: None)
+    monkeypatch.setattr("grader.notebook.locate._from_server_sessions", lambda: None)
     with pytest.raises(notebook.CheckError, match=r"^could not tell which notebook this is .*none\); pass it"):
         notebook.check()

@@ -1,4 +1,4 @@
-"""grader.notebook_locate: which notebook the kernel runs, and code run but not saved."""
+"""grader.notebook.locate: which notebook the kernel runs, and code run but not saved."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grader import notebook_locate as nl
+from grader.notebook import locate as nl
 from grader.errors import GraderError
 
 

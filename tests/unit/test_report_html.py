@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.load import name_hash
+from grader.submission.load import name_hash
 from grader.report import render_dashboard, render_submission
-from grader.report.concepts import EXPLANATIONS
+from grader.assignment.builtin import EXPLANATIONS
 from grader.report.dashboard import RunInfo
 from grader.report.html import environment
 from grader.results import report_from_dict, to_dict

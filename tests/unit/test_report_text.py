@@ -7,7 +7,7 @@ import re
 
 from hypothesis import given, strategies as st
 
-from grader.report.concepts import CLASS_PHRASES, EXPLANATIONS
+from grader.assignment.builtin import CLASS_PHRASES, EXPLANATIONS
 from grader.report.heatmap import build_heatmap
 from grader.report.text import clean, clean_block, csv_cell, md_escape
 from grader.results import CONCEPTS, Heatmap

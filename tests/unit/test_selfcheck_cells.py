@@ -1,4 +1,4 @@
-"""grader.selfcheck_cells: a notebook's own self-check calls never run when it is graded."""
+"""grader.submission.selfcheck_cells: a notebook's own self-check calls never run when it is graded."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import ast
 
 import nbformat
 
-from grader.load import load_submission
-from grader.selfcheck_cells import neutralise_self_checks
+from grader.submission.load import load_submission
+from grader.submission.selfcheck_cells import neutralise_self_checks
 
 
 def test_starter_style_import_and_check_cells():

