@@ -1,11 +1,11 @@
 """Checking an attention result (out, weights) and diagnosing what went wrong.
 
-Diagnosis works by hypothesis: besides the reference, the case's setup computes what each classic
-mistake would have produced as weights (``AttentionCase.mistakes``: for the bundled assignments,
-``reference.mistakes.attention_mistakes``, which never ships to students; a kit carries the
-results). When the student's weights match one of those and not the reference, that mistake's
-concept is named (``grader.checks.hypotheses``). Otherwise the evidence (leaking cells, row sums)
-decides between the generic concepts.
+An ``AttentionCase`` holds what the case's setup computed with the reference (the assignment's
+``_common.attention_case``): the float64 oracle, the naive same-dtype results and, for diagnosis,
+what each classic mistake would have produced as weights (``AttentionCase.mistakes``). A student
+kit carries them precomputed; nothing here computes attention. When the student's weights match
+one mistake and not the reference, its concept is named (``grader.checks.hypotheses``); otherwise
+the evidence (leaking cells, row sums) decides between the generic concepts.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ MESSAGES = {
 
 @dataclass
 class AttentionCase:
-    """Inputs and reference results of one attention call, computed once per batch."""
+    """Inputs and reference results of one attention call, computed once per batch (at setup)."""
 
     q: torch.Tensor
     k: torch.Tensor
@@ -67,21 +67,6 @@ class AttentionCase:
     mistakes: dict[str, torch.Tensor] = field(default_factory=dict)
     """Mistake ("concept" or "concept/variant") -> the float64 weights it gives on these inputs,
     in the order diagnosis tries them (computed at setup, like the reference's results)."""
-
-
-def attention_case(q, k, v, keep=None, *, rows=None, alt_masks=None) -> AttentionCase:
-    """Compute the float64 oracle, the naive same-dtype reference and the classic mistakes' weights
-    for these inputs with the bundled ``reference`` package (at setup time only: a student kit
-    carries the results, not the reference). ``alt_masks``: concept -> the wrong keep mask that a
-    classic mistake builds (padding on rows, OR instead of AND, top-left causal alignment)."""
-    import reference
-    from reference.mistakes import attention_mistakes
-
-    with reference.exact_float32():
-        o64, w64 = reference.oracle_attention(q, k, v, keep)
-        on, wn = reference.masked_attention(q, k, v, keep)
-    return AttentionCase(q, k, v, keep, Expected(o64, on, q.dtype), Expected(w64, wn, q.dtype), rows=rows,
-                         mistakes=attention_mistakes(q, k, keep, alt_masks))
 
 
 def rows_without_keys(keep: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor:
