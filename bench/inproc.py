@@ -82,9 +82,9 @@ class _InProcWorker:
     """The Worker API, served in this process by the real worker-side Server (no isolation)."""
 
     def __init__(self, sub, scratch: str):
-        from grader.sandbox.host import LoadReport
+        from grader.sandbox import LoadReport
         from grader.results import CellError
-        from grader.sandbox import worker as W
+        from grader.sandbox import server as W
 
         main = os.path.basename(sub.path) if sub.kind == "ipynb" else "attention.py"
         self.srv = W.Server({"scratch": scratch, "main": main})
@@ -116,7 +116,7 @@ class _InProcWorker:
         return "", ""
 
     def describe(self, name):
-        from grader.sandbox.host import NameInfo
+        from grader.sandbox import NameInfo
 
         r = self.srv.op_describe({"name": name})
         return NameInfo(name=name, kind=r["kind"], signature=r["signature"], params=tuple(r["params"]),
@@ -216,7 +216,7 @@ def floor(batch: Path, limit: int | None) -> dict:
 
 def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
     import grader.batch.run as B
-    from grader.sandbox import host
+    from grader.sandbox import handle, sandbox
     from grader.grading import engine as E
     from grader.assignment.spec import load_assignment
 
@@ -224,15 +224,15 @@ def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
     timed(B, "discover", "discover")
     timed(B, "_start_sandbox", "sandbox start (zygote, once)")
     timed(E.Engine, "prepare", "reference (setups, once)")
-    timed(host.Sandbox, "_spawn", "worker start (fork + jail)")
-    timed(host.Worker, "_run_units", "student code load (module/cells)")
+    timed(sandbox.Sandbox, "_spawn", "worker start (fork + jail)")
+    timed(handle.Worker, "run_units", "student code load (module/cells)")
     for op in ("describe", "describe_all", "call", "call_method", "vjp", "state_dict", "load_state_dict"):
-        timed(host.Worker, op, "student calls (round trip)")
+        timed(handle.Worker, op, "student calls (round trip)")
     timed(E.Engine, "_run_one", "compare + diagnosis (grader side)")
     timed(E.Engine, "_missing_names", "compare + diagnosis (grader side)")
     timed(E.Engine, "_report", "result objects")
-    timed(host.Worker, "close", "worker stop")
-    timed(host.Worker, "retire", "worker stop")  # the kill; the clean-up runs on the reaper thread
+    timed(handle.Worker, "close", "worker stop")
+    timed(handle.Worker, "retire", "worker stop")  # the kill; the clean-up runs on the reaper thread
     timed(B, "write_result_json", "results JSON")
     timed(B, "write_submission", "student HTML")
     timed(B.Ledger, "record", "ledger + gradebook")

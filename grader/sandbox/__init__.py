@@ -3,8 +3,8 @@
 The grader process never imports student code. See docs/architecture.md ("Contract: sandbox")
 and ../shared/security.md for the threat model and the isolation levels.
 
-Importing this package does not import torch: the names from ``host`` and ``wire`` (which do) are
-loaded on first use, so that ``grader.sandbox.prestart.prestart()`` can start the zygote before this
+Importing this package does not import torch: the names from the modules that do (``sandbox``,
+``handle``, ``wire``, ...) are loaded on first use, so that ``grader.sandbox.prestart.prestart()`` can start the zygote before this
 process pays for ``import torch``.
 """
 
@@ -24,11 +24,14 @@ from grader.sandbox.errors import (
 )
 
 if TYPE_CHECKING:
-    from grader.sandbox.host import Limits, LoadReport, NameInfo, Sandbox, Worker
+    from grader.sandbox.handle import Worker
+    from grader.sandbox.limits import Limits
+    from grader.sandbox.reports import LoadReport, NameInfo
+    from grader.sandbox.sandbox import Sandbox
     from grader.sandbox.wire import Handle, Opaque
 
-_LAZY = {"Limits": "host", "LoadReport": "host", "NameInfo": "host", "Sandbox": "host", "Worker": "host",
-         "Handle": "wire", "Opaque": "wire"}
+_LAZY = {"Limits": "limits", "LoadReport": "reports", "NameInfo": "reports", "Sandbox": "sandbox",
+         "Worker": "handle", "Handle": "wire", "Opaque": "wire"}
 
 __all__ = [
     "EnvironmentBroken",

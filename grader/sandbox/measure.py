@@ -1,7 +1,7 @@
 """Per-submission cost of a worker: ``python -m grader.sandbox.measure [runs]``.
 
 Prints medians of: zygote fork + jail + load + one trivial call; the same with a fresh
-``python -m grader.sandbox.worker`` process; and a cold ``python -c "import torch"``.
+``python -m grader.sandbox.supervisor`` process; and a cold ``python -c "import torch"``.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def _per_worker(sb, sub, runs: int) -> list[float]:
 
 
 def main(runs: int = 10) -> None:
-    from grader.submission.load import load_submission
     from grader.sandbox import Sandbox
+    from grader.submission.load import load_submission
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "trivial.py"

@@ -5,7 +5,7 @@ cores the two imports can run side by side, but only if the zygote is started *b
 process imports torch::
 
     from grader.sandbox.prestart import prestart
-    prestart("cpu")                    # first thing; returns at once (~5 ms)
+    prestart("cpu")                    # first thing; returns at once
     ...                                # import torch, load the assignment and the submission
     sandbox = Sandbox(limits, device="cpu", warm_meta=False)   # adopts the zygote started above
 
@@ -15,7 +15,7 @@ its environment and the isolation level are exactly those of a zygote the Sandbo
 A prestart that no Sandbox adopts is stopped at exit (and the zygote exits on its own when this
 process dies: its control socket reaches EOF).
 
-Also home to the pieces of the zygote's start that host.py shares: the child environment, the
+Also home to the pieces of the zygote's start that the Sandbox shares: the child environment, the
 clean-up of stale scratch roots and cgroups, and the ``Zygote`` handle.
 """
 
@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 
-from grader.sandbox import jail
+from grader.sandbox import cgroups, jail
 from grader.sandbox.errors import SandboxError
 
 LINUX = sys.platform.startswith("linux")
@@ -66,7 +66,7 @@ def remove_stale() -> None:
     if not LINUX:
         return
     for controller in ("memory", "pids", "cpu"):
-        base = jail.cgroup_base(controller)
+        base = cgroups.base(controller)
         if not base:
             continue
         for name in os.listdir(base):
@@ -84,7 +84,7 @@ def make_root() -> str:
 
 
 def start_probe(env: dict[str, str], root: str) -> subprocess.Popen:
-    """The jail probe (jail.py as a script: standard library only, ~50 ms), started, not awaited."""
+    """The jail probe (jail.py as a script: standard library only), started, not awaited."""
     return subprocess.Popen([sys.executable, "-I", jail.__file__], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=root)
 
@@ -194,7 +194,7 @@ class Zygote:
             self.sock.settimeout(None)
 
     def warm_meta(self, timeout: float) -> None:
-        """Ask the zygote to run its first meta-device op now (~1 s of imports, paid once)."""
+        """Ask the zygote to run its first meta-device op now (its imports, paid once)."""
         if self.meta_warm:
             return
         reply = self.request({"op": "warm_meta"}, timeout=timeout)
@@ -275,7 +275,7 @@ def prestart(device: str = "cpu", *, warm_meta: bool = False) -> Prestart | None
     Call it first thing, before anything imports torch. ``device``: the device the Sandbox will
     be made for ("cpu", "cuda", "cuda:1", or "auto" when it is not known yet: a Sandbox whose
     zygote would have the same environment adopts it). ``warm_meta``: also run the zygote's meta-device
-    warm-up (~1 s); a Sandbox that asks for it later gets it either way. Returns None where there
+    warm-up; a Sandbox that asks for it later gets it either way. Returns None where there
     is no zygote (not Linux) or it cannot be started (the Sandbox then starts its own and reports
     any error).
     """

@@ -24,7 +24,7 @@ import sys
 def _warm_meta() -> None:
     import torch
 
-    # Meta tensors compute nothing and start no threads, but their first op imports ~1 s of
+    # Meta tensors compute nothing and start no threads, but their first op imports a lot of
     # Python (torch._refs -> torch._dynamo); pay it once here rather than in every worker.
     (torch.empty(1, device="meta") * 2).sum()
 
@@ -57,7 +57,7 @@ def _warm_ops() -> None:
     with torch.no_grad():
         torch.nn.Linear(8, 8, bias=False)(q)
     # The wire: every worker encodes replies and decodes arguments in these dtypes.
-    from grader.sandbox.wire import decode_frame, encode_frame, PREFIX
+    from grader.sandbox.wire import PREFIX, decode_frame, encode_frame
 
     values = [q.to(dtype) for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)]
     frame = encode_frame({"ok": True, "value": (values, keep, torch.tensor([1, 2]), [1.5, "x", None])})
@@ -68,7 +68,7 @@ def _warm_ops() -> None:
 def main(ctl_fd: int, warm_meta: bool = False) -> None:
     # No cyclic collection while importing torch (and torch._dynamo for the meta warm-up): the
     # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
-    # (~0.4 s of ~2.4 s). Everything is frozen below, before the first fork.
+    # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
     gc.disable()
     import torch
 
@@ -80,24 +80,20 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     _warm_ops()
     if warm_meta:
         _warm_meta()
-    from grader.sandbox import jail, worker
+    from grader.sandbox import jail, server, supervisor
 
     try:
         jail.seccomp.build()  # once here: each worker only loads it
     except OSError:
         pass  # the jail probe finds the same and claims no seccomp
 
-    # The first torch.manual_seed() of a process queues the seed for every device not yet
-    # initialised, formatting a stack trace each time (~800 page faults in a fresh fork); done once
-    # here, every worker inherits the queued seed (see Server._prepare).
-    torch.manual_seed(0)
-    worker.SEED_QUEUED = worker._accelerators_idle(torch)
+    server.queue_seed()
     if sys.platform.startswith("linux"):
         jail.prctl(jail.PR_SET_CHILD_SUBREAPER, 1)
     # Everything imported so far lives as long as the zygote and its forks: move it out of the
     # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
     # objects again (and copies their pages on write). No collection first: the imports left little
-    # garbage, and walking ~1e6 objects would cost ~0.2 s on the way to the first worker.
+    # garbage, and walking ~1e6 objects would delay the first worker.
     gc.freeze()
     gc.enable()
     ctl = socket.socket(fileno=ctl_fd)
@@ -149,9 +145,9 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
                         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                         jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)
                         if straight:
-                            worker.direct(req["cfg"], *fds)
+                            supervisor.direct(req["cfg"], *fds)
                         else:
-                            worker.supervise(*fds)
+                            supervisor.supervise(*fds)
                     finally:
                         os._exit(1)
                 if straight:
@@ -171,7 +167,7 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
                 ctl.send(json.dumps({"error": "bad request"}).encode())
         _reap(mine, direct)
     _kill_all(mine)
-    # Skip interpreter teardown: unloading torch takes ~0.6 s and nothing here needs flushing.
+    # Skip interpreter teardown: unloading torch is slow and nothing here needs flushing.
     os._exit(0)
 
 
@@ -206,14 +202,14 @@ class _Direct:
                 pass
 
     def exited(self, exit_status: int) -> None:
-        from grader.sandbox import worker
+        from grader.sandbox import supervisor
 
-        self.send(worker.exit_report(exit_status, self.killing))
+        self.send(supervisor.exit_report(exit_status, self.killing))
         self.status.close()
 
 
-def _reap(mine: set[int], direct: "dict[int, _Direct]") -> None:
-    from grader.sandbox import worker
+def _reap(mine: set[int], direct: dict[int, _Direct]) -> None:
+    from grader.sandbox import supervisor
 
     try:
         while True:
@@ -227,17 +223,17 @@ def _reap(mine: set[int], direct: "dict[int, _Direct]") -> None:
     except ChildProcessError:
         pass
     # Orphans adopted from dead supervisors are never ours to keep.
-    for pid in worker._children():
+    for pid in supervisor.children():
         if pid not in mine:
-            worker._kill(pid)
+            supervisor.kill(pid)
 
 
 def _kill_all(mine: set[int]) -> None:
-    from grader.sandbox import worker
+    from grader.sandbox import supervisor
 
     for pid in list(mine):
-        worker._kill(pid)
-    worker._sweep()
+        supervisor.kill(pid)
+    supervisor.sweep_orphans()
 
 
 if __name__ == "__main__":

@@ -164,7 +164,7 @@ def test_a_hidden_cases_requests_are_never_readable_before_it_starts(masked_engi
 def test_public_requests_go_in_one_write_and_hidden_ones_one_case_at_a_time(masked_engines, monkeypatch):
     """Each hidden case's requests go alone, when the worker holds nothing else (it has answered
     every call of the case before), and that case is the next to run."""
-    from grader.sandbox.host import Worker
+    from grader.sandbox import Worker
 
     _, planned = masked_engines
     planned._plan_stops.clear()

@@ -1,6 +1,6 @@
 """The jail against the holes an independent review found (issue "Integrity I"), on every level
 this machine offers: the strongest (zygote, direct workers), the supervised fallback (a fresh
-``python -m grader.sandbox.worker``) and the "process" level.
+``python -m grader.sandbox.supervisor``) and the "process" level.
 
 tests/data/hostile/jailbreak.py tries each way out and returns what it got; every test below
 states what must hold at the level in use, so the gaps of a weaker level stay visible (skipped

@@ -276,7 +276,7 @@ def descendants(root):
 
 def worker_processes(sb):
     """Live processes started by this test process's sandbox, other than the zygote itself."""
-    zygote = sb._zygote.pid if sb._zygote else None
+    zygote = sb.zygote_pid
     return {p for p in descendants(os.getpid()) if p != zygote} & set(processes_mentioning("grader.sandbox"))
 
 

@@ -1,4 +1,4 @@
-"""The fallback path (no zygote): a fresh `python -m grader.sandbox.worker` per submission.
+"""The fallback path (no zygote): a fresh `python -m grader.sandbox.supervisor` per submission.
 
 With isolation="process" it is what macOS gets: rlimits, RSS polling, a process-group and
 subreaper kill, and no file or network isolation (asserted, so the gap stays visible).

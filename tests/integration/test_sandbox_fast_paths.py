@@ -74,7 +74,7 @@ def test_prestarted_zygote_is_adopted_and_stopped(sub):
     assert pre is not None and _alive(pre.zygote.pid)
     sb = Sandbox(LIMITS, warm_meta=False)
     try:
-        assert sb._zygote is pre.zygote and sb._root == pre.root
+        assert sb.zygote_pid == pre.zygote.pid and sb.root == pre.root
         assert prestart.take("cpu") is None  # adopted once
         with sb.open(sub) as w:
             assert torch.equal(w.call("double", torch.ones(2)), torch.full((2,), 2.0))
@@ -87,7 +87,7 @@ def test_prestarted_zygote_is_adopted_and_stopped(sub):
 def test_explicit_prestart_cannot_be_adopted_twice():
     pre = prestart.prestart("cpu")
     with Sandbox(LIMITS, warm_meta=False, prestarted=pre) as sb:
-        assert sb._zygote is pre.zygote
+        assert sb.zygote_pid == pre.zygote.pid
         with pytest.raises(ValueError):
             Sandbox(LIMITS, prestarted=pre)
 
@@ -105,12 +105,12 @@ def test_a_prestart_nobody_adopts_is_stopped_at_exit(tmp_path):
 
 def test_without_meta_warm_up_meta_still_works(sub):
     with Sandbox(LIMITS, warm_meta=False) as sb:
-        assert sb._zygote.meta_warm is False
+        assert sb.meta_warm is False
         with sb.open(sub) as w:
             m = w.call("mask", 4, device="meta")
             assert m.is_meta and m.shape == (4, 4) and m.dtype == torch.bool
         sb.warm_meta()
-        assert sb._zygote.meta_warm is True
+        assert sb.meta_warm is True
 
 
 def test_one_sandbox_serves_many_threads(sub):
@@ -131,7 +131,7 @@ def test_one_sandbox_serves_many_threads(sub):
             t.start()
         for t in threads:
             t.join(120)
-        zygote = sb._zygote.pid
+        zygote = sb.zygote_pid
     assert errors == []
     assert sorted((k, i, o) for k, i, o, _ in results) == [
         (k, i, [2.0 * (k * 10 + i)] * 2) for k in range(4) for i in range(3)]
@@ -143,7 +143,7 @@ def test_one_sandbox_serves_many_threads(sub):
 def test_retired_worker_is_killed_at_once_and_cleaned_up_by_close(sub):
     sb = Sandbox(LIMITS)
     w = sb.open(sub)
-    pid, scratch, cgroups = w.pid, w._scratch, list(w._cgroups)
+    pid, scratch, cgroups = w.pid, w.scratch, w.cgroups
     w.retire()
     deadline = time.monotonic() + 2
     while _alive(pid) and time.monotonic() < deadline:
@@ -183,12 +183,12 @@ def test_direct_worker_is_pid_1_forked_by_the_zygote_and_takes_its_tree_with_it(
     """As root with namespaces and cgroups, the zygote forks each worker straight into a new PID
     namespace (no supervisor process in between); the worker's tree still dies with it."""
     with Sandbox(LIMITS, warm_meta=False) as sb:
-        if not sb._direct:
+        if not sb.forks_direct:
             pytest.skip(f"direct workers need root, namespaces and cgroups (here: {sb.isolation})")
         before = _sleepers()
         w = sb.open(sub)
         assert w.call("pids") == [1, 0]  # PID 1 of its own namespace
-        assert process_table()[w.pid][0] == sb._zygote.pid  # the zygote's own child: one fork, not two
+        assert process_table()[w.pid][0] == sb.zygote_pid  # the zygote's own child: one fork, not two
         w.call("spawn_sleeper")  # a grandchild in its own session, trying to outlive the worker
         sleepers = _sleepers() - before
         assert len(sleepers) == 1
@@ -200,7 +200,7 @@ def test_direct_worker_is_pid_1_forked_by_the_zygote_and_takes_its_tree_with_it(
         w2 = sb.open(sub)  # the zygote can unshare a fresh PID namespace for the next one
         assert w2.call("pids") == [1, 0]
         w2.close()
-        assert w2._exit == {"status": {"signal": 9, "killed_by_grader": True}}
+        assert w2.exit_report == {"status": {"signal": 9, "killed_by_grader": True}}
 
 
 def test_a_worker_started_early_boots_and_loads_while_the_caller_waits(sub, tmp_path):
@@ -239,7 +239,7 @@ def test_a_worker_writing_its_own_frames_is_cut_off(tmp_path):
         w = sb.open(load_submission(forger))
         with pytest.raises(SandboxError, match="unexpected extra bytes"):
             w.call("forge")
-        assert not w.alive and len(w._in) == 0
+        assert not w.alive and w.buffered_reply_bytes == 0
         w.close()
         w = sb.open(load_submission(forger))
         w.record = []

@@ -105,8 +105,8 @@ def test_a_float32_mask_promoting_half_scores_is_not_an_overflow():
 
 
 def test_the_type_name_from_the_worker_is_taken_only_when_it_is_a_dotted_name():
-    from grader.sandbox.host import dotted_type_name
+    from grader.sandbox.reports import valid_type_name
 
-    assert dotted_type_name("torch.Tensor") == "torch.Tensor" and dotted_type_name("int") == "int"
+    assert valid_type_name("torch.Tensor") == "torch.Tensor" and valid_type_name("int") == "int"
     for forged in ("\x1b[31mred", "a b", "x" * 200, None, 3, "", "<lambda>"):
-        assert dotted_type_name(forged) == ""
+        assert valid_type_name(forged) == ""

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from grader.cases import Setup
 from grader.grading.engine import REPLY_FLOOR, reply_cap
-from grader.sandbox import jail
+from grader.sandbox.paths import allow_except
 
 TREE = {
     "/": ["usr", "opt", "work"],
@@ -32,14 +33,14 @@ def listdir(p: str) -> list[str]:
 
 
 def test_an_allowed_folder_holding_the_grader_is_replaced_by_its_other_entries():
-    got = jail.allow_except(["/usr", "/opt/venv"], ["/usr/lib/python3/site-packages/grader",
+    got = allow_except(["/usr", "/opt/venv"], ["/usr/lib/python3/site-packages/grader",
                                                     "/usr/lib/python3/site-packages/reference"], listdir)
     assert got == ["/opt/venv", "/usr/bin", "/usr/lib/python3/site-packages/attention_grader-0.1.dist-info",
                    "/usr/lib/python3/site-packages/numpy", "/usr/lib/python3/site-packages/torch"]
 
 
 def test_a_denied_folder_and_everything_below_it_is_dropped():
-    assert jail.allow_except(["/work/course/.venv", "/work/course", "/usr/bin"], ["/work/course"], listdir) == ["/usr/bin"]
+    assert allow_except(["/work/course/.venv", "/work/course", "/usr/bin"], ["/work/course"], listdir) == ["/usr/bin"]
 
 
 paths = st.sampled_from(sorted({os.path.join(k, v) for k, vs in TREE.items() for v in vs} | set(TREE)))
@@ -47,7 +48,7 @@ paths = st.sampled_from(sorted({os.path.join(k, v) for k, vs in TREE.items() for
 
 @given(st.lists(paths, max_size=5), st.lists(paths, min_size=1, max_size=3))
 def test_nothing_denied_is_ever_allowed_and_nothing_else_is_lost(allowed, denied):
-    got = jail.allow_except(allowed, denied, lambda p: TREE.get(p, []))
+    got = allow_except(allowed, denied, lambda p: TREE.get(p, []))
 
     def under(p, d):
         return p == d or p.startswith(d.rstrip("/") + "/")

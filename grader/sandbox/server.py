@@ -1,216 +1,38 @@
-"""Worker side: a supervisor process forks the worker, which jails itself, runs the code and serves calls.
+"""The worker's server: runs the submission's code units and answers the grader's requests.
 
-Process tree per submission (both start paths):
-
-    supervisor "A"  (forked from the zygote, or ``python -m grader.sandbox.worker``)
-      - own session, PR_SET_CHILD_SUBREAPER, joins the worker's cgroups, unshares namespaces
-      - forks the worker, reports its pid and exit status to the grader on the status socket
-      - on "k" or EOF from the grader: SIGKILLs the worker and every orphan it adopted
-    worker "B"  (PID 1 of a new PID namespace when available)
-      - fds: 0 = /dev/null, 1/2 = output pipes, 3 = channel; nothing else
-      - jails itself (jail.enter_worker), clears the environment, then executes the student's code
-        and answers frames on fd 3 (grader.sandbox.wire). Never pickles.
-
-Everything here is untrusted once student code has run: the grader validates every frame.
+Runs in the worker process "B" (``grader.sandbox.supervisor`` forks it and jails it first), on fd
+``CHANNEL_FD``, one request frame at a time and one reply frame each, in order. Student objects
+that cannot cross the wire stay here behind handles; results are plain tensors and values
+(``grader.sandbox.wire``). Student exceptions become error replies with the traceback cut to the
+student's own frames. Never pickles; everything it sends is validated by the grader.
 """
 
 from __future__ import annotations
 
 import builtins
 import inspect
-import json
 import linecache
 import os
 import random
-import select
-import signal
-import socket
 import sys
 import traceback
 import types
 from typing import Any
 
-from grader.sandbox import jail
-from grader.sandbox.wire import Handle, WireError, decode_frame, encode_frame, \
-    read_frame, write_all
+from grader.sandbox.wire import (
+    Handle,
+    WireError,
+    decode_frame,
+    encode_frame,
+    read_frame,
+    type_name_of,
+    write_all,
+)
 
 CHANNEL_FD = 3
+"""The worker's end of the channel: the supervisor puts it here, nothing else is open above 2."""
 MAX_TEXT = 8000
 
-
-# --- supervisor ("A") -------------------------------------------------------------------------
-
-def read_config(status: socket.socket) -> dict:
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = status.recv(65536)
-        if not chunk:
-            os._exit(0)
-        buf += chunk
-    return json.loads(buf)
-
-
-def supervise(status_fd: int, channel_fd: int, out_fd: int, err_fd: int) -> None:
-    """Run as the supervisor: never returns."""
-    try:
-        status = socket.socket(fileno=status_fd)
-        cfg = read_config(status)
-        jail.enter_supervisor(cfg)
-    except BaseException as e:  # report and stop: the grader turns this into an operator error
-        _send_status(status_fd, {"error": f"supervisor set-up failed: {e!r}"})
-        os._exit(1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        _run_worker(cfg, channel_fd, out_fd, err_fd)
-    for fd in (channel_fd, out_fd, err_fd):
-        os.close(fd)
-    _send_status(status_fd, {"pid": pid})
-    _watch(status, pid)
-
-
-def direct(cfg: dict, status_fd: int, channel_fd: int, out_fd: int, err_fd: int) -> None:
-    """Run as a worker forked straight from the zygote into its own PID namespace, with the
-    configuration the spawn request carried: the zygote reports its pid and exit status to the
-    grader (on the status socket, which only the zygote uses), so it needs no supervisor."""
-    try:
-        os.close(status_fd)
-        jail.enter_direct(cfg)
-    except BaseException as e:
-        os.write(err_fd, f"worker set-up failed: {e!r}\n".encode())
-        os._exit(1)
-    _run_worker(cfg, channel_fd, out_fd, err_fd)
-
-
-def _run_worker(cfg: dict, channel_fd: int, out_fd: int, err_fd: int) -> None:
-    """Become the worker and serve until the grader is done; never returns."""
-    try:
-        _become_worker(cfg, channel_fd, out_fd, err_fd)
-    except BaseException:
-        try:
-            os.write(2, traceback.format_exc().encode()[-4000:])
-        finally:
-            os._exit(70)
-    os._exit(0)
-
-
-def _send_status(fd: int, msg: dict) -> None:
-    try:
-        write_all(fd, (json.dumps(msg) + "\n").encode())
-    except OSError:
-        pass
-
-
-def _watch(status: socket.socket, worker: int) -> None:
-    exit_status: int | None = None
-    killing = False
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    os.set_blocking(wake_r, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wake_w)
-    while exit_status is None:
-        r, _, _ = select.select([status, wake_r], [], [], 0.5)
-        if wake_r in r:
-            try:
-                os.read(wake_r, 512)
-            except OSError:
-                pass
-        if status in r:
-            try:
-                data = status.recv(64)
-            except OSError:
-                data = b""
-            if not data or b"k" in data:
-                killing = True
-                _kill(worker)
-                try:
-                    _, exit_status = os.waitpid(worker, 0)
-                except ChildProcessError:
-                    break
-        try:
-            while True:
-                p, st = os.waitpid(-1, os.WNOHANG)
-                if p == 0:
-                    break
-                if p == worker:
-                    exit_status = st
-        except ChildProcessError:
-            break
-    _sweep()
-    _send_status(status.fileno(), exit_report(exit_status, killing))
-    os._exit(0)
-
-
-def exit_report(exit_status: int | None, killed_by_grader: bool) -> dict:
-    """The status line the grader reads when a worker has been reaped (None: it was lost)."""
-    if exit_status is None:
-        return {"status": {"lost": True}}
-    if os.WIFSIGNALED(exit_status):
-        return {"status": {"signal": os.WTERMSIG(exit_status), "killed_by_grader": killed_by_grader}}
-    return {"status": {"exit": os.WEXITSTATUS(exit_status)}}
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _children() -> list[int]:
-    me = os.getpid()
-    try:
-        with open(f"/proc/{me}/task/{me}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def _sweep() -> None:
-    """Kill and reap every process left behind (orphans are re-parented to us, the subreaper)."""
-    for _ in range(10_000):
-        for c in _children():
-            _kill(c)
-        try:
-            p, _ = os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
-
-
-def _become_worker(cfg: dict, channel_fd: int, out_fd: int, err_fd: int) -> None:
-    # Move the inherited fds to 0..3 (via high numbers, so sources and targets cannot collide).
-    high = [os.dup(fd) for fd in (channel_fd, out_fd, err_fd)]
-    high = [_fcntl_dup(fd, 100 + i) for i, fd in enumerate(high)]
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(high[1], 1)
-    os.dup2(high[2], 2)
-    os.dup2(high[0], CHANNEL_FD)
-    os.closerange(CHANNEL_FD + 1, _max_fd())
-    for fd in (0, 1, 2, CHANNEL_FD):
-        os.set_inheritable(fd, fd != CHANNEL_FD)
-    applied = jail.enter_worker(cfg)
-    serve(cfg, applied)
-
-
-def _fcntl_dup(fd: int, at_least: int) -> int:
-    import fcntl
-
-    new = fcntl.fcntl(fd, fcntl.F_DUPFD, at_least)
-    os.close(fd)
-    return new
-
-
-def _max_fd() -> int:
-    import resource
-
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return soft if 0 < soft < 1 << 20 else 65536
-
-
-# --- worker ("B") -----------------------------------------------------------------------------
 
 def serve(cfg: dict, applied: list[str]) -> None:
     scratch = cfg["scratch"]
@@ -234,11 +56,24 @@ def serve(cfg: dict, applied: list[str]) -> None:
 
 
 SEED_QUEUED = False
-"""Set by the zygote once it has called torch.manual_seed(0) (which queues the seed for devices
-not yet initialised): its forks inherit the queued seed and re-seed only the CPU generator."""
+"""True once ``queue_seed`` ran in the zygote: its forks inherit the queued seed and re-seed only
+the CPU generator."""
+
+
+def queue_seed() -> None:
+    """Call torch.manual_seed(0) once, in the zygote: for devices not yet initialised it queues the
+    seed (formatting a stack trace each time); every worker then
+    inherits the queued seed (see ``Server._prepare``)."""
+    global SEED_QUEUED
+    import torch
+
+    torch.manual_seed(0)
+    SEED_QUEUED = _accelerators_idle(torch)
 
 
 class Server:
+    """The submission's namespace and the objects handed out as handles; one ``op_*`` per request."""
+
     def __init__(self, cfg: dict):
         self.scratch = os.path.realpath(cfg["scratch"])
         self.module = types.ModuleType("submission")
@@ -303,7 +138,7 @@ class Server:
         if isinstance(value, torch.nn.Module):
             h = self.handle(value)
             return {"$h": h.id, "type": h.type_name}
-        return {"$o": _type_name(value)}
+        return {"$o": type_name_of(value)}
 
     def handle(self, obj: Any) -> Handle:
         key = id(obj)
@@ -313,7 +148,7 @@ class Server:
             hid = len(self.objects) + 1
             self.objects[hid] = obj
             self.ids[key] = hid
-        return Handle(hid, _type_name(obj))
+        return Handle(hid, type_name_of(obj))
 
     def _object_for(self, hid: int, type_name: str) -> Any:
         if hid not in self.objects:
@@ -325,8 +160,8 @@ class Server:
         import torch
 
         # torch.manual_seed() seeds every device; for CUDA/XPU/MTIA not yet initialised it queues
-        # the seed (applied at their initialisation), formatting a stack trace each time: ~120 us,
-        # ~4 ms per submission. Once queued, re-seeding the CPU generator alone is equivalent.
+        # the seed (applied at their initialisation), formatting a stack trace each time (see
+        # docs/performance.md, Sandbox). Once queued, re-seeding the CPU generator alone is equivalent.
         if self._seed_queued and _accelerators_idle(torch):
             torch.random.default_generator.manual_seed(0)
         else:
@@ -381,10 +216,8 @@ class Server:
                 sig, params = str(s), list(s.parameters)
             except (TypeError, ValueError):
                 pass
-        t = type(obj)
-        type_name = t.__name__ if t.__module__ in ("builtins", None) else f"{t.__module__}.{t.__qualname__}"
         return {"ok": True, "kind": kind, "signature": sig, "params": params, "available": self.defined(),
-                "type": type_name}
+                "type": type_name_of(obj)}
 
     def op_describe_all(self, req: dict) -> dict:
         names = req["names"]
@@ -406,7 +239,7 @@ class Server:
             out = fn(*req["args"], **req["kwargs"])
         if inspect.isclass(fn):
             return {"ok": True, "value": self.handle(out)}
-        return {"ok": True, "value": self._result(out)}
+        return {"ok": True, "value": out}
 
     def op_call_method(self, req: dict) -> dict:
         import torch
@@ -419,7 +252,7 @@ class Server:
         self._prepare()
         with torch.no_grad():
             out = fn(*req["args"], **req["kwargs"])
-        return {"ok": True, "value": self._result(out)}
+        return {"ok": True, "value": out}
 
     def op_state_dict(self, req: dict) -> dict:
         import torch
@@ -460,11 +293,7 @@ class Server:
         grads = [_plain(args[i].grad) if args[i].grad is not None else None for i in wrt]
         if isinstance(owner, torch.nn.Module):
             owner.zero_grad(set_to_none=True)
-        return {"ok": True, "value": self._result(_detach(out)), "grads": grads}
-
-    @staticmethod
-    def _result(out: Any) -> Any:
-        return out
+        return {"ok": True, "value": _detach(out), "grads": grads}
 
     # -- exceptions --
     def describe_exc(self, e: BaseException) -> dict:
@@ -530,20 +359,3 @@ def _detach(v: Any) -> Any:
     if type(v) in (list, tuple):
         return type(v)(_detach(x) for x in v)
     return v
-
-
-def _type_name(value: Any) -> str:
-    t = type(value)
-    mod = getattr(t, "__module__", "") or ""
-    name = getattr(t, "__qualname__", "") or t.__name__
-    return f"{mod}.{name}" if mod and mod != "builtins" else name
-
-
-def main(argv: list[str]) -> None:
-    """``python -m grader.sandbox.worker STATUS_FD CHANNEL_FD`` (stdout/stderr are the output pipes)."""
-    status_fd, channel_fd = int(argv[0]), int(argv[1])
-    supervise(status_fd, channel_fd, os.dup(1), os.dup(2))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -1,20 +1,25 @@
-"""Runs last among the sandbox tests: no worker, zygote or grandchild of ours is left running."""
+"""Session-wide checks for the integration tests."""
 
 import gc
 import os
 
+import pytest
 from procs import process_table
 
-from grader.sandbox import host
+from grader.sandbox.sandbox import open_sandboxes
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_stray_sandbox_processes():
+    """After the last test, whichever it was: no worker, zygote or grandchild of ours is left running.
 
-def test_no_stray_sandbox_processes():
+    Autouse and session-scoped, so it is set up before and torn down after every other fixture."""
+    yield
     gc.collect()
     table = process_table()
     me = os.getpid()
     my_start = table[me][1]
-    live_zygotes = {sb._zygote.pid for sb in list(host._LIVE) if sb._zygote is not None}
+    live_zygotes = {sb.zygote_pid for sb in open_sandboxes() if sb.zygote_pid is not None}
     kids: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         kids.setdefault(ppid, []).append(pid)
@@ -23,7 +28,7 @@ def test_no_stray_sandbox_processes():
         for c in kids.get(todo.pop(), []):
             ours.add(c)
             todo.append(c)
-    # Sandboxes other tests still hold open (session fixtures) keep their zygote and workers.
+    # Sandboxes still open (held by a module, closed at exit) keep their zygote and workers.
     held = set(live_zygotes)
     todo = list(live_zygotes)
     while todo:

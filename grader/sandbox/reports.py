@@ -1,0 +1,74 @@
+"""What the grader learns from a worker about the submission: `LoadReport` and `NameInfo`.
+
+Built here from the worker's replies, which are untrusted: every field is checked or converted
+to the declared type before it is kept, so a forged reply can make a report say little, never
+something malformed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.results import CellError
+from grader.sandbox.diagnosis import DISK_ERRNOS, disk_message, load_failure_message
+from grader.sandbox.errors import SandboxError, WorkerCrashed
+from grader.sandbox.limits import Limits
+
+
+@dataclass(frozen=True)
+class NameInfo:
+    name: str
+    kind: str
+    """"function", "class", "missing" or "other"."""
+    signature: str | None
+    params: tuple[str, ...] = ()
+    available: tuple[str, ...] = ()
+    """Top-level functions and classes the submission defines (for "did you mean" messages)."""
+    type_name: str = ""
+    """The value's type ("torch.Tensor"), for saying what a name is instead of a function."""
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    ok: bool
+    """False when nothing can be graded (crash, timeout, or no unit ran and nothing was defined)."""
+    message: str = ""
+    cell_errors: list[CellError] = field(default_factory=list)
+    failure: SandboxError | None = None
+    """The WorkerTimeout / WorkerCrashed that ended loading, if any."""
+    defined: tuple[str, ...] = ()
+
+
+def load_report(reply: dict, limits: Limits) -> LoadReport:
+    """The LoadReport for the worker's reply to "load"."""
+    if not reply.get("ok"):
+        err = reply.get("error") or {}
+        return LoadReport(ok=False, message=f"{err.get('type')}: {err.get('message')}")
+    raw = [e for e in reply.get("cell_errors", []) if type(e) is dict]
+    if any(e.get("errno") in DISK_ERRNOS for e in raw):
+        crash = WorkerCrashed("disk", disk_message(limits))
+        return LoadReport(ok=False, message=load_failure_message(crash), failure=crash)
+    errors = [CellError(cell=e.get("cell"), error=str(e.get("error")), traceback=str(e.get("traceback")))
+              for e in raw]
+    defined = tuple(str(x) for x in reply.get("defined", []))
+    ok = bool(reply.get("completed")) or bool(defined)
+    message = ""
+    if errors:
+        where = ", ".join(f"cell {e.cell}" if e.cell else "the module" for e in errors)
+        message = f"{len(errors)} unit(s) raised while loading ({where}); grading went on."
+        if not ok:
+            message = f"The submission failed to load: {errors[0].error}"
+    return LoadReport(ok=ok, message=message, cell_errors=errors, defined=defined)
+
+
+def valid_type_name(reported: object) -> str:
+    """A type's dotted name as the worker reported it (``wire.type_name_of``); anything else (a
+    forged reply) becomes ""."""
+    return reported if isinstance(reported, str) and re.fullmatch(r"[A-Za-z_][\w.]{0,79}", reported) else ""
+
+
+def as_text(v: Any) -> str:
+    """A reply field as a str ("" for None)."""
+    return v if isinstance(v, str) else ("" if v is None else str(v))
