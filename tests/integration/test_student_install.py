@@ -95,16 +95,14 @@ def test_stored_setups_differ_from_live_ones_is_caught(engines, tmp_path):
 
 
 def _emptied_hypotheses(engine: Engine, case_id: str) -> Engine:
-    """The engine with one case's stored diagnosis hypotheses removed."""
-    inst = next(i for i in engine.instances if i.id == case_id)
-    s = engine.setup(inst)
+    """A fresh engine on the same kit, with one case's stored diagnosis hypotheses removed."""
+    fresh = Engine(load_assignment(engine.assignment.dir), engine.sandbox, public_only=True)
+    s = fresh.setup(next(i for i in fresh.instances if i.id == case_id))  # the engine's own, read from the kit
     if isinstance(s.extra.get("mistakes"), dict):  # mha-kv-cache keeps them in extra
-        s = replace(s, extra={**s.extra, "mistakes": {}})
+        s.extra["mistakes"].clear()
     else:  # masked-attention keeps them on its AttentionCase
-        s = replace(s, expected=replace(s.expected, mistakes={}))
-    tampered = Engine(engine.assignment, engine.sandbox, public_only=True)
-    tampered._setups = {**tampered._setups, inst.id: s}
-    return tampered
+        s.expected.mistakes.clear()
+    return fresh
 
 
 @pytest.mark.parametrize("slug, sample, case_id, mistake, without", [
