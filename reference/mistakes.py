@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 # --- masked attention ---------------------------------------------------------------------------
 
 def _softmax64(scores: torch.Tensor, keep: torch.Tensor | None, dim: int = -1) -> torch.Tensor:

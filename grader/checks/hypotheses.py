@@ -8,8 +8,8 @@ Nothing here knows what the mistakes are or how to make them: it compares tensor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import torch
 
