@@ -81,6 +81,11 @@ def submissions(batch: Path, limit: int | None) -> list[Path]:
 class _InProcWorker:
     """The Worker API, served in this process by the real worker-side Server (no isolation)."""
 
+    record = None  # no call plan here: nothing is recorded, nothing is sent ahead
+    queued = 0
+    alive = True
+    reply_cap = 0
+
     def __init__(self, sub, scratch: str):
         from grader.sandbox import LoadReport
         from grader.results import CellError
@@ -145,6 +150,8 @@ class _InProcWorker:
 
     def close(self):
         sys.modules.pop("submission", None)
+
+    retire = close
 
 
 def _copy(v):
@@ -216,38 +223,39 @@ def floor(batch: Path, limit: int | None) -> dict:
 
 def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
     import grader.batch.run as B
+    from grader.batch import local as L, recording as R
     from grader.sandbox import handle, sandbox
     from grader.grading import engine as E
     from grader.assignment.spec import load_assignment
 
     timed(B, "load_submission", "load (read + parse)")
     timed(B, "discover", "discover")
-    timed(B, "_start_sandbox", "sandbox start (zygote, once)")
+    timed(L, "start_sandbox", "sandbox start (zygote, once)")
     timed(E.Engine, "prepare", "reference (setups, once)")
     timed(sandbox.Sandbox, "_spawn", "worker start (fork + jail)")
     timed(handle.Worker, "run_units", "student code load (module/cells)")
     for op in ("describe", "describe_all", "call", "call_method", "vjp", "state_dict", "load_state_dict"):
         timed(handle.Worker, op, "student calls (round trip)")
-    timed(E.Engine, "_run_one", "compare + diagnosis (grader side)")
-    timed(E.Engine, "_missing_names", "compare + diagnosis (grader side)")
+    timed(E.Engine, "run_case", "compare + diagnosis (grader side)")
+    timed(E, "missing_entry_points", "compare + diagnosis (grader side)")
     timed(E.Engine, "_report", "result objects")
     timed(handle.Worker, "close", "worker stop")
     timed(handle.Worker, "retire", "worker stop")  # the kill; the clean-up runs on the reaper thread
-    timed(B, "write_result_json", "results JSON")
-    timed(B, "write_submission", "student HTML")
-    timed(B.Ledger, "record", "ledger + gradebook")
-    timed(B.Gradebook, "record", "ledger + gradebook")
+    timed(R, "write_result_json", "results JSON")
+    timed(R, "write_submission", "student HTML")
+    timed(R.Ledger, "record", "ledger + gradebook")
+    timed(R.Gradebook, "record", "ledger + gradebook")
     timed(B, "write_all", "dashboard + exports (once)")
     timed(B, "load_results", "dashboard + exports (once)")
 
     # the meta-device case alone (first meta op in a fresh worker imports torch._dynamo)
     per_case: dict[str, list[float]] = collections.defaultdict(list)
-    orig_result = E.Engine._result
+    orig_result = E.case_result
 
-    def _result(self, inst, outcome, v, duration=0.0):
+    def case_result(a, inst, outcome, v, duration=0.0):
         per_case[inst.case.id].append(duration)
-        return orig_result(self, inst, outcome, v, duration)
-    E.Engine._result = _result
+        return orig_result(a, inst, outcome, v, duration)
+    E.case_result = case_result
 
     a = load_assignment("masked-attention")
     paths = submissions(batch, limit)

@@ -26,7 +26,7 @@ from peers_install import venv_dir
 ASSIGNMENT = "hw3"
 
 
-def _peer_source(nb: dict, concede: bool) -> dict:
+def peer_source(nb: dict, concede: bool) -> dict:
     """The student's notebook with outputs cleared and, with `concede`, shell and magic lines
     commented out (see module docstring)."""
     nb = json.loads(json.dumps(nb))
@@ -97,7 +97,7 @@ def nbgrader_setup(root: Path, notebooks: list[Path], log, *, concede: bool = Fa
     students = []
     for i, nb_path in enumerate(notebooks):
         student = f"s{i:03d}"
-        nb = _peer_source(json.loads(nb_path.read_text()), concede)
+        nb = peer_source(json.loads(nb_path.read_text()), concede)
         cells = []
         for c in release["cells"]:
             meta = c.get("metadata", {}).get("nbgrader", {})
@@ -130,7 +130,7 @@ def nbgrader_scores(root: Path) -> tuple[None, dict[str, float]]:
 
 # --- otter --------------------------------------------------------------------------------------
 
-_STUDENT = "# the student's cells go here"
+STUDENT_MARKER = "# the student's cells go here"
 
 
 def _otter_master() -> dict:
@@ -139,7 +139,7 @@ def _otter_master() -> dict:
              _cell("markdown", "# Homework 3: masked attention")]
     for i, (name, src) in enumerate(CHECKS):
         cells += [_cell("raw", f"# BEGIN QUESTION\nname: q{i}_{name}\npoints: 1"),
-                  _cell("code", (_STUDENT + "\n" if i == 0 else "") + "# BEGIN SOLUTION\npass\n# END SOLUTION"),
+                  _cell("code", (STUDENT_MARKER + "\n" if i == 0 else "") + "# BEGIN SOLUTION\npass\n# END SOLUTION"),
                   _cell("raw", "# BEGIN TESTS"),
                   _cell("code", f"exec({(PRELUDE + src)!r}, dict(globals()))"),
                   _cell("raw", "# END TESTS"),
@@ -174,12 +174,12 @@ def otter_cmd(root: Path, zip_path: Path, notebook: Path, *, concede: bool = Fal
         shutil.rmtree(work)
     work.mkdir(parents=True)
     release = json.loads((root / "release.ipynb").read_text())
-    mine = _peer_source(json.loads(notebook.read_text()), concede)["cells"]
+    mine = peer_source(json.loads(notebook.read_text()), concede)["cells"]
     cells = []
     for c in release["cells"]:
         src = "".join(c["source"])  # a list of lines or one string
         if c["cell_type"] == "code" and "BEGIN SOLUTION" in src:  # otter 7.0.0 leaves the markers in
-            if _STUDENT in src:
+            if STUDENT_MARKER in src:
                 cells.extend(mine)
             continue
         cells.append(c)

@@ -403,7 +403,7 @@ def main_compare(args) -> dict:
 
 def _our_percent(out_dir: Path, filename: str) -> float | None:
     """Our percent for one file, from a round's results/<id>.json."""
-    from grader.submission.load import student_id
+    from grader.submission.ids import student_id
 
     p = out_dir / "results" / f"{student_id(filename)}.json"
     if not p.is_file():

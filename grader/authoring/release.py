@@ -16,7 +16,8 @@ from typing import Any
 
 from grader.assignment.kit import CONFTEST, KIT_TABLE, SHIPPED_CASE_FILES, SPEC_KEYS, Kit, KitInfo, starter_fingerprints
 from grader.assignment.spec import read_spec
-from grader.errors import AssignmentSpecError, GraderError, OutputNotWritable
+from grader.errors import AssignmentSpecError, GraderError
+from grader.report.outdir import writable_dir
 
 
 def kit_seed(seed: int, aid: str, version: str) -> int:
@@ -190,13 +191,7 @@ def unshipped_imports(folder: Path, reference: str = "") -> list[str]:
 def _prepare_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise GraderError(f"{out} already exists and is not an empty folder; choose a new output folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".grader-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise OutputNotWritable(f"cannot write to {out}: {e.strerror or e}") from e
+    writable_dir(out)
 
 
 def release(assignment, out: Path, *, verify: bool = True) -> Kit:

@@ -2,7 +2,7 @@
 
 With N slot threads in one process, every slot's grader-side work (decoding replies, comparing,
 diagnosing) and the recording (ledger, JSON, HTML) share one GIL, and the slots wait for each
-other: two `-j 1` processes graded a batch ~1.6x faster than one `-j 2` process. So `run` forks
+other (docs/performance.md has the measurement). So `run` forks
 N grading processes from the grader once everything they share is ready: torch imported, the
 reference setups computed (copy-on-write, never recomputed), the call plan learned and the
 sandbox's zygote started. Each opens its own sandboxed workers through the shared zygote
@@ -32,9 +32,9 @@ import signal
 import threading
 import time
 import traceback
-from typing import Any
+from typing import Any, Protocol
 
-from grader.results import report_from_dict, to_dict
+from grader.results import GradeReport, report_from_dict, to_dict
 from grader.untrusted import json_text
 
 _AHEAD = 3
@@ -42,7 +42,32 @@ _AHEAD = 3
 early) and one more, so that the next is there before the result that asks for it is read here."""
 
 
-def run(engine: Any, todo: list, n: int, tally: Any, stop: threading.Event, debug: bool) -> None:
+class ForkableSandbox(Protocol):
+    def share_with_forks(self) -> None: ...
+
+    def adopt_after_fork(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SlotEngine(Protocol):
+    """What a slot needs of `grader.grading.engine.Engine`."""
+
+    sandbox: ForkableSandbox
+
+    def grade(self, sub: Any, *, student_id: str | None = None, worker: Any = None) -> GradeReport: ...
+
+    def start_worker(self, sub: Any) -> Any: ...
+
+
+class Taker(Protocol):
+    """Where results go (`grader.batch.recording.Tally`)."""
+
+    def take(self, key: Any, report: GradeReport | None, seconds: float, error: str,
+             data: dict | None = None) -> None: ...
+
+
+def run(engine: SlotEngine, todo: list, n: int, tally: Taker, stop: threading.Event, debug: bool) -> None:
     """Grade `todo` ((LedgerKey, LoadedSubmission) pairs) in `n` forked processes; `tally.take`
     each result here, in order of completion. Returns when all are taken, or after `stop` is set
     and the submissions already handed out are finished."""
@@ -202,7 +227,7 @@ class _Slot:
         os.close(self.results)
 
 
-def _fork(engine: Any, todo: list, debug: bool, inherited: list[int]) -> _Slot:
+def _fork(engine: SlotEngine, todo: list, debug: bool, inherited: list[int]) -> _Slot:
     """Fork one slot process; `inherited`: the other slots' pipe ends, closed in the child (an
     inherited job pipe's write end would keep that slot from ever seeing its end)."""
     jobs_r, jobs_w = os.pipe()
@@ -230,20 +255,20 @@ def _fork(engine: Any, todo: list, debug: bool, inherited: list[int]) -> _Slot:
     return _Slot(pid, jobs_w, res_r)
 
 
-def grade_one(engine: Any, key: Any, sub: Any, debug: bool, worker: Any = None) -> tuple[Any, float, str]:
+def grade_one(engine: SlotEngine, key: Any, sub: Any, debug: bool,
+              worker: Any = None) -> tuple[GradeReport | None, float, str]:
     """(report or None, seconds, error) for one submission, in a slot thread or process: a grader
     fault on one submission is its error message, never the end of the slot. `worker`: one
     ``engine.start_worker(sub)`` started for it."""
     t0 = time.perf_counter()
     try:
-        extra = {"worker": worker} if worker is not None else {}
-        return engine.grade(sub, student_id=key.student_id, **extra), time.perf_counter() - t0, ""
+        return engine.grade(sub, student_id=key.student_id, worker=worker), time.perf_counter() - t0, ""
     except Exception as e:  # noqa: BLE001
         return None, time.perf_counter() - t0, f"{type(e).__name__}: {e}" + (
             ("\n" + traceback.format_exc()) if debug else "")
 
 
-def _start_worker(engine: Any, sub: Any) -> Any:
+def _start_worker(engine: SlotEngine, sub: Any) -> Any:
     """The next submission's worker, started now; None (it starts when graded) if that fails."""
     try:
         return engine.start_worker(sub)
@@ -255,7 +280,7 @@ def _exit_now(signum: int, frame: Any) -> None:
     raise SystemExit(1)  # unwinds through the current grading, then the sandbox clean-up below
 
 
-def _serve(engine: Any, todo: list, jobs: int, results: int, debug: bool) -> None:
+def _serve(engine: SlotEngine, todo: list, jobs: int, results: int, debug: bool) -> None:
     """Grade the submissions handed out, in order. While one is graded, the next one's worker is
     already forked and loading (``Engine.start_worker``): its start-up overlaps this grading."""
     queue: collections.deque[int] = collections.deque()

@@ -113,9 +113,9 @@ def _preflight(actual, expected_shape: torch.Size, dtype: torch.dtype | None):
     return _as_float64(actual), ""
 
 
-def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
+def unravel_index(flat: int, shape: torch.Size) -> tuple[int, ...]:
     """The index of element `flat` of a C-contiguous tensor of `shape`. Plain arithmetic on purpose:
-    `torch.unravel_index` imports torch.fx's symbolic shapes (and sympy, ~0.6 s) on first use."""
+    `torch.unravel_index` imports torch.fx's symbolic shapes (and sympy) on first use (docs/performance.md)."""
     idx = []
     for size in reversed(shape):
         flat, i = divmod(flat, size)
@@ -129,7 +129,7 @@ def _nonfinite(a: torch.Tensor, e: torch.Tensor, sel: torch.Tensor, allowed) -> 
     if not bool(bad.any()):
         return None
     flat = int(torch.nonzero(bad.reshape(-1))[0, 0])
-    idx = _unravel(flat, a.shape)
+    idx = unravel_index(flat, a.shape)
     kind = "NaN" if bool(torch.isnan(a[idx])) else ("inf" if bool(torch.isinf(a[idx])) else "NaN in expected")
     allowed_at = float(allowed[idx]) if isinstance(allowed, torch.Tensor) else float(allowed)
     return Comparison(False, float("nan") if kind != "inf" else float("inf"), allowed_at, idx,
@@ -164,7 +164,7 @@ def _quick_pass(a: torch.Tensor, e: torch.Tensor, sel: torch.Tensor | None, atol
 
 
 def compare_tensors(actual, expected, *, atol: float, rtol: float, where=None,
-                    dtype: torch.dtype | None = None) -> Comparison:
+                    dtype: torch.dtype | None = None, quick: bool = True) -> Comparison:
     """Fixed tolerance, per element: |actual - expected| <= atol + rtol * |expected|.
 
     Args:
@@ -174,6 +174,8 @@ def compare_tensors(actual, expected, *, atol: float, rtol: float, where=None,
         where: optional bool tensor broadcastable to the shape, True = compare this element
             (e.g. only valid query rows).
         dtype: when given, actual must have exactly this dtype.
+        quick: let a passing comparison take the quick path (same verdict, fewer tensor ops);
+            False always takes the full one.
 
     Raises:
         TypeError / ValueError: for a bad ``expected`` or ``where`` (grader errors).
@@ -183,7 +185,7 @@ def compare_tensors(actual, expected, *, atol: float, rtol: float, where=None,
     a, reason = _preflight(actual, e.shape, dtype)
     if a is None:
         return _fail(reason)
-    passed = _quick_pass(a, e, sel, atol, rtol)
+    passed = _quick_pass(a, e, sel, atol, rtol) if quick else None
     if passed is not None:
         return passed
     if sel is None:
@@ -199,7 +201,7 @@ def compare_tensors(actual, expected, *, atol: float, rtol: float, where=None,
         at = int(err.reshape(-1).argmax()) if err.numel() else None
         allowed_at = float(allowed.reshape(-1)[at]) if at is not None else atol
         return Comparison(True, max_err, allowed_at, None, None, None, "")
-    idx = _unravel(int(excess.reshape(-1).argmax()), e.shape)
+    idx = unravel_index(int(excess.reshape(-1).argmax()), e.shape)
     return Comparison(False, max_err, float(allowed[idx]), idx, float(e[idx]), float(a[idx]),
                       f"error {float(err[idx]):.3g} > allowed {float(allowed[idx]):.3g} at {idx}")
 
@@ -234,7 +236,7 @@ def compare_flash(actual, oracle, naive, *, factor: float = 2.0, abs_term: float
     max_err = float(err.max()) if err.numel() else 0.0
     if max_err <= allowed:
         return Comparison(True, max_err, allowed, None, None, None, "")
-    idx = _unravel(int(err.reshape(-1).argmax()), o.shape)
+    idx = unravel_index(int(err.reshape(-1).argmax()), o.shape)
     return Comparison(False, max_err, allowed, idx, float(o[idx]), float(a[idx]),
                       f"error {max_err:.3g} > allowed {allowed:.3g} "
                       f"({factor:g} x naive error + {abs_term:g}) at {idx}")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from grader import __version__
-from grader.cli.common import ExitCode
+from grader.cli.common import ExitCode, operator_errors
 
 
 def _default_submissions() -> Path | None:
@@ -73,6 +73,7 @@ def list_cmd() -> None:
               default=None, help="Folder holding expected.toml and the sample submissions "
                                  "[default: ./submissions].")
 @click.option("--device", default="auto", show_default=True, help="Reference device: auto, cpu or cuda.")
+@operator_errors
 def validate(assignment: str, submissions_dir: Path | None, device: str) -> None:
     """Prove ASSIGNMENT before students see it.
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
+import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import click
 
 from grader.assignment.spec import Assignment, available, infer, load_assignment
+from grader.errors import GraderError
 
 
 class ExitCode(enum.IntEnum):
@@ -24,6 +27,34 @@ class ExitCode(enum.IntEnum):
 
 if TYPE_CHECKING:
     from grader.grading.engine import Engine
+
+
+def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """How every command reports an operator error: one ``Error: ...`` line (exit 2), with the
+    traceback too under ``--verbose``. An unexpected exception becomes such a line as well
+    (a SandboxError says the sandbox could not run); click's own exits pass through."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        verbose = kwargs.get("verbose", False)
+        try:
+            return fn(*args, **kwargs)
+        except GraderError:
+            if verbose:
+                traceback.print_exc()
+            raise
+        except (click.exceptions.Exit, click.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            from grader.sandbox import SandboxError
+
+            if verbose:
+                traceback.print_exc()
+            if isinstance(e, SandboxError):
+                raise GraderError(f"the sandbox could not run: {e}") from e
+            raise GraderError(f"unexpected {type(e).__name__}: {e} (rerun with --verbose for details)") from e
+
+    return wrapper
 
 
 def infer_assignment(submission: Path) -> Assignment:

@@ -5,21 +5,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import click
 
-from grader.cli.common import ExitCode
+from grader.cli.common import ExitCode, operator_errors
 from grader.errors import GraderError
-
-"""Exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it."""
-
-
-def _fail_verbosely(verbose: bool) -> None:
-    """With --verbose, print the traceback of the operator error being handled (it is re-raised after)."""
-    if verbose:
-        traceback.print_exc(file=sys.stderr)
 
 
 # --- grader grade ------------------------------------------------------------------------------
@@ -42,6 +33,7 @@ def _fail_verbosely(verbose: bool) -> None:
               help="Grade on a Dask cluster: a scheduler address (tcp://host:8786) or local:N worker processes. "
                    "Needs the cluster extra; see docs/cluster.md.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
+@operator_errors
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
           verbose: bool) -> None:
@@ -81,7 +73,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     from grader.grading.single import quiet_gc
 
     with quiet_gc():
-        from grader.batch.run import BatchConfig, run_batch
+        from grader.batch.config import BatchConfig
+        from grader.batch.run import run_batch
 
     if cluster is not None and jobs is not None:
         raise click.UsageError("-j/--jobs and --cluster cannot be combined: the cluster's workers grade in "
@@ -96,9 +89,6 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
             result = run_batch(cfg, progress.on_event)
         finally:
             progress.close()
-    except GraderError:
-        _fail_verbosely(verbose)
-        raise
     except KeyboardInterrupt:
         click.echo("\nStopped. Results saved so far are kept; run the same command again to grade the rest.",
                    err=True)
@@ -217,6 +207,7 @@ def _print_summary(result, cfg) -> None:
               help="Where to write [default: the folder holding RESULTS_DIR].")
 @click.option("--release-hidden", is_flag=True, help="Show hidden cases' details in the students' reports.")
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks of errors.")
+@operator_errors
 def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, verbose: bool) -> None:
     """Re-create the HTML reports, dashboard and exports from saved results, without grading.
 
@@ -229,21 +220,17 @@ def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, ve
       grader report reports/masked-attention --release-hidden
       grader report reports/masked-attention/results -o /tmp/preview
     """
-    from grader.batch.run import OutputLock, prepare_output
+    from grader.batch.output_lock import OutputLock, prepare_output
     from grader.report import rerender
 
-    try:
-        if (results_dir / "results").is_dir():
-            results_dir = results_dir / "results"
-        if not results_dir.is_dir():
-            raise GraderError(f"no results folder at {results_dir}; expected the results/ folder (or the output "
-                              "folder holding it) that `grader grade` wrote")
-        target = out_dir if out_dir is not None else results_dir.resolve().parent
-        with OutputLock(prepare_output(target), hint="try again when it has finished"):
-            written = rerender(results_dir, target, release_hidden=release_hidden)
-    except GraderError:
-        _fail_verbosely(verbose)
-        raise
+    if (results_dir / "results").is_dir():
+        results_dir = results_dir / "results"
+    if not results_dir.is_dir():
+        raise GraderError(f"no results folder at {results_dir}; expected the results/ folder (or the output "
+                          "folder holding it) that `grader grade` wrote")
+    target = out_dir if out_dir is not None else results_dir.resolve().parent
+    with OutputLock(prepare_output(target), hint="try again when it has finished"):
+        written = rerender(results_dir, target, release_hidden=release_hidden)
     click.echo(f"Wrote {len(written.reports)} report(s), grades.csv, junit.xml, summary.md and gradescope/.")
     click.echo(f"Dashboard: {written.index}")
 
@@ -294,6 +281,7 @@ def gradebook() -> None:
 @click.option("-a", "--assignment", default=None, help="Only this assignment's runs.")
 @_gradebook_option
 @_outdir_option
+@operator_errors
 def export_cmd(as_csv: bool, output: Path | None, latest: bool, assignment: str | None,
                gradebook_path: Path | None, out_dir: Path | None) -> None:
     """Export the gradebook's scores as CSV.
@@ -307,7 +295,7 @@ def export_cmd(as_csv: bool, output: Path | None, latest: bool, assignment: str 
       grader gradebook export --csv --latest --gradebook course.sqlite -o final.csv
     """
     from grader.records.gradebook import Gradebook, scores_csv
-    from grader.report.html import write_text_atomic
+    from grader.report.outdir import write_text_atomic
 
     with Gradebook(_find_gradebook(gradebook_path, out_dir), readonly=True) as book:
         text = scores_csv(book.scores(latest=latest, assignment=assignment))
@@ -326,6 +314,7 @@ def export_cmd(as_csv: bool, output: Path | None, latest: bool, assignment: str 
 @click.argument("students", nargs=-1, required=True)
 @_gradebook_option
 @_outdir_option
+@operator_errors
 def history_cmd(students: tuple[str, ...], gradebook_path: Path | None, out_dir: Path | None) -> None:
     """Each run's score of STUDENTS (ids as in the reports).
 
@@ -335,6 +324,7 @@ def history_cmd(students: tuple[str, ...], gradebook_path: Path | None, out_dir:
       grader gradebook history alice bob --gradebook course.sqlite
     """
     from grader.records.gradebook import Gradebook
+    from grader.report.text import fmt_points
 
     path = _find_gradebook(gradebook_path, out_dir)
     with Gradebook(path, readonly=True) as book:
@@ -355,7 +345,7 @@ def history_cmd(students: tuple[str, ...], gradebook_path: Path | None, out_dir:
             note = "  (reused)" if h.reused else ""
             note += "" if h.load_ok else "  (failed to load)"
             note += "" if h.run_status == "complete" else f"  [{_shown(h.run_status)} run]"
-            score = f"{_pts(h.earned)}/{_pts(h.possible)}"
+            score = f"{fmt_points(h.earned)}/{fmt_points(h.possible)}"
             click.echo(f"  {h.run_id:>4}  {_shown(h.run_started_at):<20}  {_shown(h.assignment):<18} "
                        f"{_shown(h.version):<8} {score:>11} {h.percent:7.1f}%  {_shown(h.filename)}{note}")
 
@@ -363,6 +353,7 @@ def history_cmd(students: tuple[str, ...], gradebook_path: Path | None, out_dir:
 @gradebook.command("runs")
 @_gradebook_option
 @_outdir_option
+@operator_errors
 def runs_cmd(gradebook_path: Path | None, out_dir: Path | None) -> None:
     """List the runs in the gradebook: when, what, how it ended.
 
@@ -389,8 +380,3 @@ def _shown(text: str, limit: int = 300) -> str:
 
     return name(" ".join(str(text).split()), limit)
 
-
-def _pts(x: float) -> str:
-    from grader.report.text import fmt_points
-
-    return fmt_points(x)

@@ -9,50 +9,20 @@ this module's top-level imports light: ``grader.cli.app`` imports it for every c
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import threading
-import traceback
 from pathlib import Path
-from typing import Any, Callable
 
 import click
 
 from grader.errors import GraderError, OutputNotWritable
-from grader.cli.common import ExitCode, prestart_sandbox
+from grader.cli.common import ExitCode, operator_errors, prestart_sandbox
 from grader.report.outdir import writable_dir
 from grader.assignment.kit import locate_assignment
 from grader.grading.single import Graded, all_passed, grade_one
-from grader.report.selfcheck_text import check_lines, points_text
-
-# --- errors --------------------------------------------------------------------------------
-
-def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Operator errors as one ``Error: ...`` line (exit 2); ``--verbose`` adds the traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        verbose = kwargs.get("verbose", False)
-        try:
-            return fn(*args, **kwargs)
-        except GraderError:
-            if verbose:
-                traceback.print_exc()
-            raise
-        except (click.exceptions.Exit, click.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
-            raise
-        except Exception as e:
-            from grader.sandbox import SandboxError
-
-            if verbose:
-                traceback.print_exc()
-            if isinstance(e, SandboxError):
-                raise GraderError(f"the sandbox could not run: {e}") from e
-            raise GraderError(f"unexpected {type(e).__name__}: {e} (rerun with --verbose for details)") from e
-
-    return wrapper
-
+from grader.report.selfcheck_text import check_lines
+from grader.report.text import fmt_points
 
 def _readable_submission(path: Path) -> Path:
     if not path.exists():
@@ -78,7 +48,7 @@ def _writable_file(path: Path) -> Path:
 
 def _exit_now(code: int) -> None:
     """Exit with ``code``. As a real command (not under CliRunner or a test's capture), skip the
-    interpreter's tear-down of torch (~0.4 s): everything of ours is written and closed by now."""
+    interpreter's tear-down of torch (docs/performance.md): everything of ours is written and closed by now."""
     if sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__ and threading.active_count() == 1:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -97,7 +67,7 @@ def _exit_now(code: int) -> None:
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
               help="Where the reference and your code run.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, and tracebacks for errors.")
-@_friendly
+@operator_errors
 def check(submission: Path, assignment: str | None, out_dir: Path, device: str, verbose: bool) -> None:
     """Check your work on the public cases before you submit.
 
@@ -152,7 +122,7 @@ def ci_lines(g: Graded, *, min_score: float, file: str | None) -> tuple[list[str
     r = g.report
     passed = r.score.percent >= min_score - 1e-9 and r.score.possible > 0
     listing = [f"{r.assignment.id} v{r.assignment.version}: {neutralise(one_line(r.submission.filename))} scored "
-               f"{points_text(r.score.earned)}/{points_text(r.score.possible)} ({r.score.display_percent()}); "
+               f"{fmt_points(r.score.earned)}/{fmt_points(r.score.possible)} ({r.score.display_percent()}); "
                f"required {min_score:g}%: {'PASS' if passed else 'FAIL'}"]
     for c in r.cases:
         mark = "ok  " if c.outcome is Outcome.PASSED else c.outcome.value.upper().ljust(4)
@@ -186,7 +156,7 @@ def _repo_path(path: Path) -> str:
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
               help="Where the reference and your code run.")
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks for errors.")
-@_friendly
+@operator_errors
 def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, summary_path: Path | None,
        device: str, verbose: bool) -> None:
     """Grade a pull request: public and hidden cases, JUnit XML, job summary, annotations.
@@ -241,7 +211,7 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="New (or empty) folder for the kit.")
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks for errors.")
-@_friendly
+@operator_errors
 def release(assignment: str, out_dir: Path, verbose: bool) -> None:
     """Write the student kit of ASSIGNMENT: starters, README, public cases only.
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from urllib.parse import quote
 
-from grader.submission.load import ID_BYTES, OUTPUT_NAMES, name_hash
+from grader.submission.ids import ID_BYTES, OUTPUT_NAMES, name_hash
 from grader.assignment.builtin import class_phrase
-from grader.report.html import render_page, write_text_atomic
+from grader.report.html import render_page
+from grader.report.outdir import write_text_atomic
 from grader.report.text import fmt_points, one_line
 from grader.assignment.concepts import builtin
 from grader.results import Concept, GradeReport, Outcome
@@ -114,7 +115,7 @@ class DashboardView:
 
 def report_filename(student_id: str) -> str:
     """The per-student file stem (``<stem>.html``, ``results/<stem>.json``): the id itself when it is
-    already safe (as `grader.submission.load.student_id` makes them: letters and digits of any script and
+    already safe (as `grader.submission.ids.student_id` makes them: letters and digits of any script and
     ``._-``, lower case, not an output's name); otherwise the id with anything else replaced by
     ``_`` plus a hash of the exact id, so that no two ids, and no id and an output of the folder
     (index.html, grades.csv, ...), share a path, also where file names are compared without case."""

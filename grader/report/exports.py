@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from grader.report.dashboard import RunInfo, report_filename
-from grader.report.html import write_text_atomic
+from grader.report.outdir import write_text_atomic
 from grader.report.text import clean_block, csv_cell, fmt_points, md_escape, one_line
 from grader.report.view import evidence_facts
 from grader.results import CaseResult, Concept, GradeReport, Outcome
@@ -38,10 +38,6 @@ def case_columns(reports: list[GradeReport]) -> list[str]:
     return list(seen)
 
 
-def _num(x: float) -> str:
-    return fmt_points(x)
-
-
 def grades_csv(reports: list[GradeReport]) -> str:
     """One row per student: id, earned, possible, percent, then the points of each case (blank if absent)."""
     cases = case_columns(reports)
@@ -49,8 +45,8 @@ def grades_csv(reports: list[GradeReport]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIXED_COLUMNS + [csv_cell(c) for c in cases])
     for r in _by_id(reports):
-        points = {c.id: _num(c.points.earned) for c in r.cases}
-        w.writerow([csv_cell(r.submission.id), _num(r.score.earned), _num(r.score.possible),
+        points = {c.id: fmt_points(c.points.earned) for c in r.cases}
+        w.writerow([csv_cell(r.submission.id), fmt_points(r.score.earned), fmt_points(r.score.possible),
                     f"{r.score.percent:.2f}"] + [points.get(c, "") for c in cases])
     return buf.getvalue()
 

@@ -11,13 +11,13 @@ import base64
 import functools
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
 
 from grader import __version__
+from grader.report.outdir import write_text_atomic
 from grader.report.view import build_view
 from grader.results import GradeReport
 from grader.assignment.concepts import vocabulary
@@ -62,22 +62,6 @@ def render_submission(report: GradeReport, *, release_hidden: bool = False) -> s
     """The student's feedback page for one graded submission."""
     view = build_view(report, release_hidden=release_hidden)
     return render_page("report.html", "report.js", v=view, load_explanation=vocabulary(report.concepts)["load-error"].explanation)
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write UTF-8 text via a temporary file and rename, so readers never see half a file."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        # errors="replace": a lone surrogate that reached this far becomes "?", never a crash
-        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
 
 
 def write_submission(report: GradeReport, path: str | os.PathLike[str], *, release_hidden: bool = False) -> Path:

@@ -1,12 +1,13 @@
-"""Output folders: create one and prove it writable before any work is done (torch-free)."""
+"""Output folders and files: create a folder and prove it writable before any work is done, and
+write a file so that readers never see half of it (torch-free)."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from grader.errors import OutputNotWritable
-
 
 
 def writable_dir(path: Path, *, what: str = "", hint: str = "") -> Path:
@@ -22,3 +23,19 @@ def writable_dir(path: Path, *, what: str = "", hint: str = "") -> Path:
     except OSError as e:
         raise OutputNotWritable(f"cannot write to {what}{path}: {e.strerror or e}" + (f"; {hint}" if hint else "")) from e
     return path
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write UTF-8 text via a temporary file and rename, so readers never see half a file."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        # errors="replace": a lone surrogate that reached this far becomes "?", never a crash
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

@@ -18,7 +18,8 @@ from pathlib import Path
 from grader.errors import GraderError
 from grader.report.dashboard import RunInfo, report_filename, write_dashboard
 from grader.report.exports import write_gradescope, write_grades_csv, write_junit, write_markdown
-from grader.report.html import write_submission, write_text_atomic
+from grader.report.html import write_submission
+from grader.report.outdir import write_text_atomic
 from grader.results import GradeReport, report_from_dict, to_dict
 from grader.untrusted import json_text
 

@@ -4,8 +4,10 @@ per case, a hint under each failure, how much of the grade the public cases chec
 from __future__ import annotations
 
 import sys
-from grader.assignment.concepts import vocabulary
 from typing import TYPE_CHECKING
+
+from grader.assignment.concepts import vocabulary
+from grader.report.text import fmt_points
 
 if TYPE_CHECKING:
     from grader.grading.single import Graded
@@ -20,13 +22,9 @@ def marks() -> tuple[str, str]:
         return "ok", "FAIL"
 
 
-def points_text(x: float) -> str:
-    return f"{round(x, 2):g}"
-
-
 def hidden_sentence(n: int, points: float) -> str:
     s = "case" if n == 1 else "cases"
-    return (f"{n} hidden {s} will run at grading time (worth {points_text(points)} more points); "
+    return (f"{n} hidden {s} will run at grading time (worth {fmt_points(points)} more points); "
             "this self-check is not your grade.")
 
 
@@ -34,7 +32,7 @@ def lead_sentence(public_points: float, hidden_cases: int, hidden_points: float)
     """How much of the grade the public cases check: what a self-check leads with, not a percentage."""
     hidden = (f"{hidden_cases} hidden case{'' if hidden_cases == 1 else 's'} at grading time" if hidden_cases
               else "no hidden cases")
-    return f"Public cases: {points_text(public_points)} of {points_text(public_points + hidden_points)} points checked, {hidden}."
+    return f"Public cases: {fmt_points(public_points)} of {fmt_points(public_points + hidden_points)} points checked, {hidden}."
 
 
 def check_lines(g: "Graded", *, verbose: bool = False) -> list[str]:
@@ -68,7 +66,7 @@ def check_lines(g: "Graded", *, verbose: bool = False) -> list[str]:
             lines += [f"      {f.label}: {one_line(f.value, 300)}" for f in evidence_facts(c.evidence)]
     passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
     lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points))
-    lines.append(f"Passed {passed} of {len(r.cases)} public cases ({points_text(r.score.earned)}/{points_text(r.score.possible)} "
+    lines.append(f"Passed {passed} of {len(r.cases)} public cases ({fmt_points(r.score.earned)}/{fmt_points(r.score.possible)} "
                  "points)" + ("; this self-check is not your grade." if g.hidden_cases else "."))
     if not g.hidden_cases and passed == len(r.cases) and r.load.ok:
         lines.append("All cases passed.")

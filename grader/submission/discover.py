@@ -21,7 +21,7 @@ from pathlib import Path
 
 from grader.errors import GraderError, NoSubmissions
 from grader import untrusted
-from grader.submission.load import id_and_lms, name_hash
+from grader.submission.ids import id_and_lms, name_hash
 
 SUBMISSION_SUFFIXES = (".py", ".ipynb", ".zip")
 OUTPUT_MARKERS = (".grader.lock", "gradebook.sqlite", "ledger.sqlite")
@@ -34,7 +34,7 @@ class Found:
     """One student's submission."""
 
     id: str
-    """Stable student id (`grader.submission.load.student_id` of the file or folder name, made unique in the batch)."""
+    """Stable student id (`grader.submission.ids.student_id` of the file or folder name, made unique in the batch)."""
     path: Path
 
 

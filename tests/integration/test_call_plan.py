@@ -93,9 +93,9 @@ def _samples(assignment_id: str) -> list[Path]:
 
 def test_the_plan_is_learned_from_the_reference(engines):
     straight, planned = engines
-    assert not straight._plan
-    assert set(planned._plan) == {i.id for i in planned.instances}  # the reference passes every case
-    assert all(planned._plan.values())
+    assert not straight.plan.requests
+    assert set(planned.plan.requests) == {i.id for i in planned.instances}  # the reference passes every case
+    assert all(planned.plan.requests.values())
 
 
 def test_every_sample_gets_the_straight_runs_report(engines):
@@ -108,11 +108,11 @@ def test_every_sample_gets_the_straight_runs_report(engines):
 
 def test_correct_samples_stay_on_the_plan(engines):
     straight, planned = engines
-    planned._plan_stops.clear()
+    planned.plan.stops.clear()
     for path in sorted((ROOT / "submissions" / straight.assignment.id / "correct").glob("*")):
         report = planned.grade_path(path)
         assert report.score.earned == report.score.possible, path.name
-    assert planned._plan_stops == {}
+    assert planned.plan.stops == {}
 
 
 @pytest.mark.parametrize("source", [HISTORY_DEPENDENT, HANGS_ON_FP16, PRINTS_AND_EXITS],
@@ -122,7 +122,7 @@ def test_submissions_that_leave_the_plan_get_the_straight_runs_report(masked_eng
     path = tmp_path / "attention.py"
     path.write_text(source)
     want = straight.grade_path(path)
-    planned._plan_stops.clear()  # as for the first submission of a batch to leave the plan here
+    planned.plan.stops.clear()  # as for the first submission of a batch to leave the plan here
     got = planned.grade_path(path)
     assert _comparable(got) == _comparable(want)
     failed = {c.id for c in got.cases if c.outcome is not Outcome.PASSED}
@@ -146,11 +146,11 @@ def test_a_hidden_cases_requests_are_never_readable_before_it_starts(masked_engi
     import hashlib
 
     straight, planned = masked_engines
-    planned._plan_stops.clear()
+    planned.plan.stops.clear()
     report = planned.grade_path(ROOT / "tests" / "data" / "hostile" / "peeks_channel.py")
     assert report.score.earned == report.score.possible
     hidden = {i.id for i in planned.instances if i.case.hidden}
-    case_of = {hashlib.sha256(f).hexdigest()[:16]: i.id for i in planned.instances for f in planned._plan.get(i.id, [])}
+    case_of = {hashlib.sha256(f).hexdigest()[:16]: i.id for i in planned.instances for f in planned.plan.requests.get(i.id, [])}
     peeks = [line.split()[1:] for line in (report.load.stdout + report.load.hidden_stdout).splitlines()
              if line.startswith("PEEK")]
     assert len(peeks) > 20 and any(peeks)  # it did see public requests queued ahead
@@ -167,11 +167,11 @@ def test_public_requests_go_in_one_write_and_hidden_ones_one_case_at_a_time(mask
     from grader.sandbox import Worker
 
     _, planned = masked_engines
-    planned._plan_stops.clear()
-    owner = {f: i.id for i in planned.instances for f in planned._plan.get(i.id, [])}
+    planned.plan.stops.clear()
+    owner = {f: i.id for i in planned.instances for f in planned.plan.requests.get(i.id, [])}
     hidden = {i.id for i in planned.instances if i.case.hidden}
     events: list[tuple] = []
-    send_ahead, run_one = Worker.send_ahead, Engine._run_one
+    send_ahead, run_one = Worker.send_ahead, Engine.run_case
 
     def logged_send(self, frames):
         frames = list(frames)
@@ -183,11 +183,11 @@ def test_public_requests_go_in_one_write_and_hidden_ones_one_case_at_a_time(mask
         return run_one(self, inst, worker, *args, **kwargs)
 
     monkeypatch.setattr(Worker, "send_ahead", logged_send)
-    monkeypatch.setattr(Engine, "_run_one", logged_run)
+    monkeypatch.setattr(Engine, "run_case", logged_run)
     report = planned.grade_path(MASKED / "correct/sdpa.py")
     assert report.score.earned == report.score.possible
     sends = [e for e in events if e[0] == "send"]
-    public = {i.id for i in planned.instances if not i.case.hidden and planned._plan.get(i.id)}
+    public = {i.id for i in planned.instances if not i.case.hidden and planned.plan.requests.get(i.id)}
     assert sends[0][1] == public and not sends[0][1] & hidden  # the public cases, in one write
     hidden_sends = [(k, e) for k, e in enumerate(events) if e[0] == "send" and e[1] & hidden]
     assert len(hidden_sends) == len(hidden)

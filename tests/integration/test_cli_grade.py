@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.assignment.spec import load_assignment
-from grader.batch.run import Event
+from grader.batch.config import Event
 from grader.cli.app import main
 from grader.cli.instructor import Progress
 from grader.results import report_from_dict
@@ -356,7 +356,7 @@ def test_report_accepts_the_output_folder_and_reports_missing_results(graded, tm
 
 
 def test_report_refuses_a_folder_a_grade_run_is_writing(graded, tmp_path):
-    from grader.batch.run import OutputLock
+    from grader.batch.output_lock import OutputLock
 
     _, out, _ = graded
     copy = tmp_path / "out"
@@ -378,10 +378,10 @@ def test_a_grader_fault_on_one_submission_is_reported_not_recorded_and_retried(t
     out = tmp_path / "out"
     real_grade = Engine.grade
 
-    def faulty(self, sub, *, student_id=None):
+    def faulty(self, sub, *, student_id=None, worker=None):
         if student_id == "sdpa":
             raise RuntimeError("simulated grader fault")
-        return real_grade(self, sub, student_id=student_id)
+        return real_grade(self, sub, student_id=student_id, worker=worker)
 
     monkeypatch.setattr(Engine, "grade", faulty)
     result = grade(cls, "-a", "masked-attention", "-o", out, "-j", "1")

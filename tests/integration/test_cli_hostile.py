@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 import nasty
 from grader.cli.app import main
-from grader.submission.load import name_hash, student_id
+from grader.submission.ids import name_hash, student_id
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "submissions" / "masked-attention"

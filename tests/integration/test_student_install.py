@@ -89,7 +89,7 @@ def test_stored_setups_differ_from_live_ones_is_caught(engines, tmp_path):
     a = s.expected
     wrong = replace(s, expected=replace(a, out=replace(a.out, oracle=a.out.oracle + 1.0)))
     tampered = Engine(shipped.assignment, shipped.sandbox, public_only=True)
-    tampered._setups = {**tampered._setups, inst.id: wrong}
+    tampered.setups = {**tampered.setups, inst.id: wrong}
     report = tampered.grade_path(ROOT / "submissions/masked-attention/correct/tutorial_001_fixed.py")
     assert [c.id for c in report.cases if c.outcome.value != "passed"] == ["attention_basic"]
 

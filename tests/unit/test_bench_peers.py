@@ -30,13 +30,13 @@ def _sources(nb: dict) -> list[str]:
 
 
 def test_peers_get_the_notebook_as_it_is_by_default():
-    nb = peers._peer_source(STUDENT, concede=False)
+    nb = peers.peer_source(STUDENT, concede=False)
     assert _sources(nb) == _sources(STUDENT)
     assert all(c["outputs"] == [] and c["execution_count"] is None for c in nb["cells"] if c["cell_type"] == "code")
 
 
 def test_the_concession_comments_out_shell_and_magic_lines_only():
-    nb = peers._peer_source(STUDENT, concede=True)
+    nb = peers.peer_source(STUDENT, concede=True)
     assert _sources(nb)[1:] == ["# !pip install torch", "# %matplotlib inline\nimport torch",
                                 "def causal_mask(n, m=None):\n    return None"]
     assert "!pip" in _sources(STUDENT)[1]  # the student's notebook itself is left alone
@@ -44,7 +44,7 @@ def test_the_concession_comments_out_shell_and_magic_lines_only():
 
 def test_otter_submission_is_the_released_notebook_with_the_student_cells(tmp_path):
     release = {"cells": [_cell("code", 'import otter\ngrader = otter.Notebook("hw3.ipynb")'),
-                         _cell("code", peers._STUDENT + "\n# BEGIN SOLUTION\npass\n# END SOLUTION"),
+                         _cell("code", peers.STUDENT_MARKER + "\n# BEGIN SOLUTION\npass\n# END SOLUTION"),
                          _cell("code", 'grader.check("q0_causal_square")'),
                          _cell("code", "# BEGIN SOLUTION\npass\n# END SOLUTION"),
                          _cell("code", 'grader.check("q1_causal_rect")'),

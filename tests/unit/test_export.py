@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.errors import GraderError
-from grader.submission.load import name_hash
+from grader.submission.ids import name_hash
 from grader.report import (
     gradescope_results, grades_csv, junit_xml, markdown_summary, rerender, write_all,
 )

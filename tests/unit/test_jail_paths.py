@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grader.cases import Setup
-from grader.grading.engine import REPLY_FLOOR, reply_cap
+from grader.grading.setups import REPLY_FLOOR, reply_cap
 from grader.sandbox.paths import allow_except
 
 TREE = {

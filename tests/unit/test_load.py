@@ -10,7 +10,8 @@ import nbformat
 import pytest
 
 from grader.submission import load
-from grader.submission.load import load_submission, name_hash, neutralise_magics, student_id
+from grader.submission.ids import name_hash, student_id
+from grader.submission.load import load_submission, neutralise_magics
 
 DATA = Path(__file__).parent.parent / "data" / "load"
 

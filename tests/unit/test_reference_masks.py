@@ -26,10 +26,16 @@ def test_causal_mask_is_bottom_right_aligned(q_len, k_len, expected):
 
 def test_causal_mask_defaults_to_square_and_matches_torch_lower_right():
     assert torch.equal(causal_mask(4), torch.ones(4, 4, dtype=torch.bool).tril())
+    import torch.nn.functional as F
     from torch.nn.attention.bias import causal_lower_right
 
-    lr = causal_lower_right(3, 7)._materialize()
-    assert torch.equal(causal_mask(3, 7), lr)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 8, generator=g) for n in (3, 7, 7))
+    ours = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(3, 7))
+    torchs = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(3, 7))
+    assert torch.allclose(ours, torchs, atol=1e-6)
+    top_left = F.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(3, 7, dtype=torch.bool).tril())
+    assert not torch.allclose(top_left, torchs, atol=1e-3)  # the alignment is what is compared
 
 
 def test_causal_mask_rejects_negative_length():

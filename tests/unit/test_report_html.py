@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.submission.load import name_hash
+from grader.submission.ids import name_hash
 from grader.report import render_dashboard, render_submission
 from grader.assignment.builtin import EXPLANATIONS
 from grader.report.dashboard import RunInfo

@@ -1,0 +1,240 @@
+"""The instructor's connection to a Dask cluster for one batch: workers checked (same grader
+version, GPUs for cuda), the grader plugin installed on each, a bounded window of tasks out, and
+each finished task turned back into a report (or a grader error, or a crash report when the
+submission killed its workers every time)."""
+
+from __future__ import annotations
+
+import collections
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from typing import Iterator
+
+from grader.batch.cluster_spec import ClusterSpec
+from grader.batch.cluster_task import assignment_files, pack
+from grader.batch.cluster_worker import GraderPlugin, grade_remote, plugin_state, worker_facts, worker_gpus
+from grader.errors import GraderError
+
+NO_WORKERS_TIMEOUT_S = 300.0
+"""How long a batch waits for the scheduler to have a worker (at the start, or after all died)."""
+
+
+class ClusterPool:
+    """A connection to the cluster for one batch: checked workers, the plugin installed, tasks out."""
+
+    def __init__(self, spec: ClusterSpec, assignment, device, *, debug: bool = False):
+        self.spec, self.assignment, self.device, self.debug = spec, assignment, device, debug
+        self.plugin_name = f"grader-{assignment.id}-{uuid.uuid4().hex[:12]}"
+        self.isolation = ""
+        self.workers = 0
+        self._cluster = None
+        self._scratch = ""
+        """local:N: the workers' scratch folder, removed at the end."""
+        self._client = None
+        self._crash_environment = None
+        """The environment crash reports record, computed once (the reference setups give its dtypes)."""
+        self._slots_now, self._slots_at = 0, -1e9
+        self._out: dict = {}
+        """Futures sent and not yet collected -> (key, sub)."""
+
+    def __enter__(self) -> "ClusterPool":
+        try:
+            self._connect()
+            self._check_workers()
+            self._install()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connect(self) -> None:
+        import dask
+        from distributed import Client, LocalCluster
+
+        if self.spec.local_workers:
+            # One task at a time per worker thread: a dying worker takes only the task it was running.
+            self._scratch = tempfile.mkdtemp(prefix="grader-dask-")
+            with dask.config.set({"distributed.scheduler.worker-saturation": 1.0,
+                                  "temporary-directory": self._scratch}):
+                self._cluster = LocalCluster(n_workers=self.spec.local_workers, threads_per_worker=1,
+                                             processes=True, dashboard_address="127.0.0.1:0",
+                                             local_directory=self._scratch,
+                                             resources={"GPU": 1} if self.device.type == "cuda" else None)
+            self._client = Client(self._cluster)
+            return
+        try:
+            self._client = Client(self.spec.address, timeout=30)
+        except (OSError, TimeoutError) as e:
+            raise GraderError(f"cannot reach the Dask scheduler at {self.spec.address}: {e}; start one with "
+                              "`dask scheduler` and workers with `dask worker ADDRESS`") from None
+
+    def _check_workers(self) -> None:
+        import grader
+
+        client = self._client
+        try:
+            client.wait_for_workers(1, timeout=NO_WORKERS_TIMEOUT_S)
+        except TimeoutError:
+            raise GraderError(f"no worker joined the scheduler at {self.spec} within {NO_WORKERS_TIMEOUT_S:.0f} s; "
+                              f"start some with `dask worker {self.spec}`") from None
+        facts = client.run(worker_facts, on_error="return")
+        bad = []
+        for addr, f in sorted(facts.items()):
+            if isinstance(f, BaseException):
+                bad.append(f"{addr} cannot run the grader ({f})")
+            elif f["grader"] != grader.__version__:
+                bad.append(f"{addr} has grader {f['grader']}")
+        if bad:
+            raise GraderError(f"the workers must run the same grader version as this machine "
+                              f"({grader.__version__}): {'; '.join(bad)}; install attention-grader=="
+                              f"{grader.__version__} on them (see docs/cluster.md)")
+        if self.device.type == "cuda" and not self._gpu_slots():
+            raise GraderError("--device cuda: no worker advertises a GPU; start GPU workers with "
+                              "`dask worker ADDRESS --resources GPU=1` (one per GPU)")
+
+    def _install(self) -> None:
+        a = self.assignment
+        plugin = GraderPlugin(self.plugin_name, assignment_files(a.dir), a.dir.name, str(self.device),
+                              ignore_sigint=bool(self.spec.local_workers))
+        self._client.register_plugin(plugin, name=self.plugin_name)
+        states = self._client.run(plugin_state, self.plugin_name, on_error="return")
+        failed = [f"{addr}: {s.get('error') if isinstance(s, dict) else s}" for addr, s in sorted(states.items())
+                  if not isinstance(s, dict) or "error" in s]
+        if failed:
+            raise GraderError(f"the sandbox could not start on {len(failed)} worker(s): {'; '.join(failed)}")
+        self.workers = len(states)
+        self.isolation = ", ".join(sorted({s["isolation"] for s in states.values()}))
+
+    def _gpu_slots(self) -> int:
+        gpus = self._client.run(worker_gpus, on_error="ignore")
+        return sum(gpus.values())
+
+    def _slots(self) -> int:
+        """Worker threads that may take a task now (GPU workers' GPUs for cuda), asked at most once a second."""
+        now = time.monotonic()
+        if now - self._slots_at > 1.0:
+            self._slots_at = now
+            self._slots_now = (self._gpu_slots() if self.device.type == "cuda"
+                               else sum(self._client.nthreads().values()))
+        return self._slots_now
+
+    def grade(self, todo: list, stop: threading.Event) -> Iterator[tuple]:
+        """Yield (key, report or None, seconds, error) per submission as they finish.
+
+        A bounded window of tasks is out: three per worker thread, so that one task of a group is
+        always waiting in the scheduler's queue (not on a worker: Dask counts a death against every
+        task assigned to the dying worker, and with worker-saturation 1.0 a worker holds only the
+        one it runs). GPU tasks are never queued there, so only one per GPU is out. After `stop` is
+        set, nothing new is sent and what has not started is cancelled; what runs finishes.
+        The caller dedupes by key.
+        """
+        from distributed import wait
+
+        resources = {"GPU": 1} if self.device.type == "cuda" else None
+        pending = collections.deque(todo)
+        out = self._out
+        idle_since = None
+        stopped = False
+        while out or (pending and not stop.is_set()):
+            slots = self._slots()
+            idle_since = None if slots else (idle_since or time.monotonic())
+            if idle_since is not None and time.monotonic() - idle_since > NO_WORKERS_TIMEOUT_S:
+                raise GraderError(f"the cluster at {self.spec} has had no worker for {NO_WORKERS_TIMEOUT_S:.0f} s; "
+                                  "results so far are saved: run the same command again to grade the rest")
+            window = max(slots, 1) if resources else 3 * max(slots, 1) + 2
+            batch, payloads = [], []
+            while pending and not stop.is_set() and len(out) + len(batch) < window:
+                key, sub = pending.popleft()
+                try:
+                    payloads.append(pack(sub, key.student_id))
+                    batch.append((key, sub))
+                except OSError as e:  # changed or removed since it was loaded: retried next run
+                    yield key, None, 0.0, f"cannot read {sub.path} again: {e.strerror or e}"
+            if batch:
+                # One graph per top-up, one task group ("grade") for all: the scheduler sees a group
+                # larger than the cluster and queues it as root tasks instead of assigning it eagerly.
+                keys = [("grade", key.student_id, uuid.uuid4().hex[:8]) for key, _ in batch]
+                futures = self._client.map(grade_remote, [self.plugin_name] * len(batch), payloads, key=keys,
+                                           pure=False, resources=resources)
+                out.update(zip(futures, batch))
+            if stop.is_set() and not stopped:
+                stopped = True
+                self._cancel_unstarted()
+            try:
+                done = wait(list(out), timeout=0.5, return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                continue
+            for fut in done:
+                key, sub = out.pop(fut)
+                yield self._collect(fut, key, sub)
+
+    def _cancel_unstarted(self) -> None:
+        running = {k for keys in self._client.processing().values() for k in keys}
+        unstarted = [f for f in self._out if f.key not in running and not f.done()]
+        self._client.cancel(unstarted)
+        for f in unstarted:
+            del self._out[f]
+
+    def _collect(self, fut, key, sub) -> tuple:
+        from distributed.scheduler import KilledWorker
+
+        from grader.results import report_from_dict
+
+        try:
+            value = fut.result()
+        except KilledWorker as e:
+            return key, self._crash_report(key, sub, e), 0.0, ""
+        except Exception as e:  # noqa: BLE001 - lost or cancelled: not recorded, retried next run
+            return key, None, 0.0, f"{type(e).__name__}: {e}"
+        if "error" in value:
+            msg = value["error"] + ("\n" + value.get("traceback", "") if self.debug else "")
+            return key, None, value.get("seconds", 0.0), msg
+        return key, report_from_dict(value["report"]), value["seconds"], ""
+
+    def _crash_report(self, key, sub, e):
+        """Every case ERROR ("crash"): grading this submission killed its Dask worker every time."""
+        import torch
+
+        from grader.grading.case_results import environment_of, submission_info, unrun_report
+        from grader.grading.setups import compute_setup
+
+        instances = self.assignment.instances()
+        if self._crash_environment is None:
+            setups = []
+            if self.device.type == "cpu" or torch.cuda.is_available():  # for environment.dtypes, as in the workers' results
+                setups = [compute_setup(self.assignment, i, self.device) for i in instances]
+            self._crash_environment = environment_of(setups, self.device, self.isolation)
+        tries = getattr(e, "allowed_failures", 0) + 1
+        msg = (f"Grading this submission killed the grading process {tries} times (for example memory far past "
+               "the limit), so none of its cases could be run.")
+        info = submission_info(sub, key.student_id)
+        return unrun_report(self.assignment, instances, info, "crash", msg, self._crash_environment)
+
+    def close(self) -> None:
+        """Cancel what is still out, remove the plugin (closing the workers' sandboxes), disconnect."""
+        client, self._client = self._client, None
+        if client is not None:
+            if self._out:
+                try:
+                    client.cancel(list(self._out), force=True)
+                except Exception:  # noqa: BLE001 - best effort on the way out
+                    pass
+                self._out.clear()
+            if self.workers and client.status == "running":
+                try:
+                    client.unregister_worker_plugin(self.plugin_name)
+                except Exception:  # noqa: BLE001 - a worker that is gone needs no teardown
+                    pass
+            client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+        if self._scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = ""

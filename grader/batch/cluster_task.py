@@ -1,0 +1,78 @@
+"""What travels with a Dask task, as plain data: a submission's bytes (`pack`, `unpack`) and the
+assignment's files (`assignment_files`, `write_tree`). Never pickled objects of ours."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from grader.errors import GraderError
+
+MAX_ASSIGNMENT_BYTES = 20 << 20
+"""The assignment folder is sent to every worker: refused beyond this."""
+
+
+def pack(sub, student_id: str) -> dict:
+    """A loaded submission as plain data: its file's bytes (a folder: relative path -> bytes)."""
+    from grader.submission.load import read_folder
+
+    payload = {"student_id": student_id, "name": Path(sub.path).name, "kind": sub.kind, "sha256": sub.sha256,
+               "data": None, "files": None, "error": sub.error}
+    if sub.error is None:
+        if sub.kind == "folder":
+            payload["files"] = read_folder(sub.path)
+        else:
+            payload["data"] = Path(sub.path).read_bytes()
+    return payload
+
+
+def unpack(payload: dict, *, main_module: str, cell_tag: str | None):
+    """The payload written into a private temp dir and loaded there, as `load_submission` loads a path."""
+    from grader.submission.load import LoadedSubmission, load_submission
+
+    name = payload["name"]
+    if payload["error"] is not None:
+        return LoadedSubmission(id=payload["student_id"], path=name, kind=payload["kind"],
+                                sha256=payload["sha256"], error=payload["error"])
+    if "/" in name or name in ("", ".", ".."):
+        raise ValueError(f"bad submission name {name!r}")
+    tmp = tempfile.mkdtemp(prefix="grader-task-")
+    try:
+        path = os.path.join(tmp, name)
+        if payload["files"] is not None:
+            write_tree(path, payload["files"])
+        else:
+            with open(path, "wb") as f:
+                f.write(payload["data"])
+        sub = load_submission(path, main_module=main_module, cell_tag=cell_tag)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if sub.sha256 != payload["sha256"]:
+        raise ValueError(f"{name} arrived with sha256 {sub.sha256[:12]}, expected {payload['sha256'][:12]}")
+    return sub
+
+
+def write_tree(root: str, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        parts = rel.split("/")
+        if rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"bad path in submission: {rel!r}")
+        path = os.path.join(root, *parts)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+
+
+def assignment_files(folder: Path) -> dict[str, bytes]:
+    files, total = {}, 0
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_file() and not any(part.startswith((".", "__pycache__")) for part in rel.split("/")):
+            files[rel] = p.read_bytes()
+            total += len(files[rel])
+    if total > MAX_ASSIGNMENT_BYTES:
+        raise GraderError(f"the assignment folder {folder} is larger than {MAX_ASSIGNMENT_BYTES >> 20} MB; "
+                          "it is sent to every worker")
+    return files

@@ -1,0 +1,134 @@
+"""The Dask worker's side of `grader grade --cluster`: a plugin per worker process holding the
+assignment, one Sandbox (own warm zygote) and one Engine for the whole run, and the task that
+grades one submission there (`grade_remote`), returning plain JSON data.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+from grader.batch.cluster_task import unpack, write_tree
+
+try:
+    from distributed.diagnostics.plugin import WorkerPlugin as _PluginBase
+except ImportError:  # the plugin is only ever built where distributed is installed
+    _PluginBase = object
+
+
+def worker_gpus(dask_worker) -> int:
+    """GPU tasks this worker can run at once: its GPU resource, at most one per thread."""
+    return int(min(dask_worker.state.total_resources.get("GPU", 0), dask_worker.state.nthreads))
+
+
+def worker_facts() -> dict:
+    """What the instructor checks before grading (run on each worker with client.run)."""
+    import grader
+    import torch
+
+    return {"grader": grader.__version__, "torch": torch.__version__}
+
+
+class GraderPlugin(_PluginBase):
+    """Per worker process: the assignment, one Sandbox (warm zygote) and one Engine for the whole run."""
+
+    def __init__(self, name: str, files: dict[str, bytes], folder: str, device: str, ignore_sigint: bool):
+        self.name, self.files, self.folder, self.device = name, files, folder, device
+        self.ignore_sigint = ignore_sigint
+        """local:N: Ctrl-C in the terminal reaches the worker processes too; only the instructor acts on it."""
+        self.engine = None
+        self.error = ""
+        self._sandbox = None
+        self._tmp = ""
+
+    async def setup(self, worker) -> None:
+        import asyncio
+        import signal
+
+        if self.ignore_sigint and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        await asyncio.to_thread(self._start)
+
+    def _start(self) -> None:
+        import torch
+
+        from grader.assignment.spec import load_assignment
+        from grader.grading.engine import Engine, limits_for
+        from grader.sandbox import Sandbox
+
+        try:
+            torch.set_num_threads(1)  # one task at a time per worker process, like one local slot
+            _remove_stale_assignments()
+            self._tmp = tempfile.mkdtemp(prefix=f"grader-assignment-{os.getpid()}-")
+            root = os.path.join(self._tmp, self.folder)
+            write_tree(root, self.files)
+            a = load_assignment(root)
+            self._sandbox = Sandbox(limits_for(a), device=self.device)
+            self.engine = Engine(a, self._sandbox, device=torch.device(self.device))
+            self.engine.prepare()
+        except Exception as e:  # noqa: BLE001 - reported to the instructor, who refuses to start
+            self.error = f"{type(e).__name__}: {e}"
+            self.teardown(None)
+
+    def teardown(self, worker) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = ""
+
+
+def _remove_stale_assignments() -> None:
+    """Assignment copies left by worker processes that were killed (SIGKILL skips the plugin's teardown)."""
+    tmp = tempfile.gettempdir()
+    for name in os.listdir(tmp):
+        pid = name.split("-")[2] if name.startswith("grader-assignment-") else ""
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def plugin_state(name: str, dask_worker) -> dict:
+    """The isolation level of a worker's sandbox for this run, or why it could not start."""
+    plugin = dask_worker.plugins.get(name)
+    if plugin is None:
+        return {"error": "the grader plugin is not installed on this worker"}
+    if plugin.engine is None:
+        return {"error": plugin.error or "the sandbox is not ready"}
+    return {"isolation": plugin.engine.sandbox.isolation}
+
+
+def grade_remote(plugin_name: str, payload: dict) -> dict:
+    """The task: grade one submission on this worker; {"report": canonical JSON} or {"error": why}."""
+    import traceback
+
+    from distributed import get_worker
+
+    from grader.results import to_dict
+
+    t0 = time.perf_counter()
+    plugin = get_worker().plugins.get(plugin_name)
+    engine = plugin.engine if plugin is not None else None
+    if engine is None:
+        why = (plugin.error if plugin is not None else "") or "no plugin"
+        return {"error": f"the sandbox is not ready on this worker: {why}"}
+    try:
+        a = engine.assignment
+        sub = unpack(payload, main_module=a.main_module, cell_tag=a.cell_tag)
+        report = engine.grade(sub, student_id=payload["student_id"])
+        return {"report": to_dict(report), "seconds": time.perf_counter() - t0}
+    except Exception as e:  # noqa: BLE001 - a grader fault on one submission must not end the batch
+        return {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}

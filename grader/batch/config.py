@@ -1,0 +1,74 @@
+"""What a batch is asked to do (`BatchConfig`), what it tells the command as it goes (`Event`) and
+what it did (`BatchResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.assignment.spec import Assignment
+from grader.batch.summary import Summary
+from grader.results import GradeReport
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    assignment: Assignment
+    paths: list[Path]
+    out_dir: Path
+    jobs: int = 1
+    force: bool = False
+    """Grade again even what the ledger already holds."""
+    release_hidden: bool = False
+    device: str = "auto"
+    gradebook: Path | None = None
+    """Default: <out_dir>/gradebook.sqlite."""
+    wait: bool = False
+    """Wait for another run holding the output folder instead of failing."""
+    debug: bool = False
+    """Add the traceback to the message of a submission the grader could not grade."""
+    cluster: str | None = None
+    """Grade on a Dask cluster instead of local slots: "local:N" or a scheduler address (grader.batch.cluster)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """Progress, for the command to show: one per finished submission (kind "graded" or "error")."""
+
+    kind: str
+    """"waiting" (for another run's lock; message says whose), "plan" (before grading), "ready" (the
+    sandboxes started: seconds it took, message the isolation), "graded", "error" (the grader could
+    not grade it; message says why) or "stopping"."""
+    done: int
+    total: int
+    """Submissions to grade in this run (those the ledger already holds are not counted)."""
+    student_id: str = ""
+    report: GradeReport | None = None
+    seconds: float = 0.0
+    failing: int = 0
+    """Graded so far below 100 % (or not graded because of a grader error)."""
+    message: str = ""
+    reused: int = 0
+    """(plan) Submissions taken from the ledger instead of graded; (ready) number of slots."""
+
+
+@dataclass
+class BatchResult:
+    out_dir: Path
+    found: int = 0
+    graded: int = 0
+    reused: int = 0
+    failed_to_load: int = 0
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    """(student id, message) of submissions the grader could not grade (not recorded; retried next run)."""
+    interrupted: bool = False
+    dashboard: Path | None = None
+    summary: Summary | None = None
+    earlier: int = 0
+    """Results in the folder from earlier runs for students not in this batch (shown on the dashboard too)."""
+    gradebook: Path | None = None
+    isolation: str = ""
+    """The sandbox level the slots ran with (empty when nothing was graded)."""
+    elapsed_s: float = 0.0
+    pages_written: set[str] = field(default_factory=set)
+    """Submission ids whose HTML page this run wrote as it graded them (not rendered again at the end)."""

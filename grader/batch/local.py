@@ -1,0 +1,114 @@
+"""The local back-end: N grading slots on this machine, sharing one sandbox (one warm zygote) and
+one computation of the reference setups and the call plan. On the CPU on Linux the slots are
+forked processes (`grader.batch.slots`); otherwise threads of this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import queue
+import sys
+import threading
+from typing import Iterator
+
+import torch
+
+from grader.assignment.spec import Assignment
+from grader.batch import slots
+from grader.batch.backend import Ready, Todo
+from grader.batch.recording import Tally
+from grader.errors import GraderError
+from grader.grading.call_plan import learn_calls
+from grader.grading.engine import Engine, limits_for
+from grader.sandbox import Limits, Sandbox
+
+
+class LocalBackend:
+    """`cfg.jobs` slots here: forked processes on the CPU on Linux (fork()-safe there), else threads."""
+
+    def __init__(self, assignment: Assignment, device: torch.device, jobs: int, *, debug: bool = False):
+        self.assignment, self.device, self.jobs, self.debug = assignment, device, jobs, debug
+        self.engines: list[Engine] = []
+        self.forked = False
+
+    @contextlib.contextmanager
+    def start(self, total: int, stop: threading.Event) -> Iterator[Ready]:
+        n = min(self.jobs, total)
+        self.forked = n > 1 and self.device.type == "cpu" and sys.platform.startswith("linux")
+        saved_threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # N slots on few cores: one grader thread each avoids oversubscription
+        sandbox: Sandbox | None = None
+        try:
+            sandbox = start_sandbox(limits_for(self.assignment), str(self.device))
+            self.engines = engines(self.assignment, sandbox, self.device, 1 if self.forked else n, learn=True)
+            freeze_heap()
+            yield Ready(sandbox.isolation, sandbox.isolation, n)
+        finally:
+            stop.set()
+            if sandbox is not None:
+                sandbox.close()
+            torch.set_num_threads(saved_threads)
+
+    def grade(self, todo: Todo, tally: Tally, stop: threading.Event) -> None:
+        if self.forked:
+            slots.run(self.engines[0], todo, min(self.jobs, len(todo)), tally, stop, self.debug)
+        else:
+            grade_in_threads(self.engines, todo, tally, stop, self.debug)
+
+
+def start_sandbox(limits: Limits, device: str) -> Sandbox:
+    """One sandbox (one warm zygote) for every slot: a Sandbox is thread-safe and can be shared
+    with forked slots, spawns are serialised at the zygote, and a second zygote would cost CPU at
+    start-up and memory (docs/performance.md)."""
+    try:
+        return Sandbox(limits, device=device)
+    except Exception as e:  # noqa: BLE001
+        raise GraderError(f"the sandbox could not start: {e}") from e
+
+
+def engines(a: Assignment, sandbox: Sandbox, dev: torch.device, n: int, *, learn: bool = False) -> list[Engine]:
+    """`n` engines on `sandbox`, sharing one computation of the reference setups and, with `learn`,
+    one call plan learned from the trusted reference."""
+    found = [Engine(a, sandbox, device=dev) for _ in range(n)]
+    found[0].prepare()
+    if learn:
+        learn_calls(found[0], a)
+    for e in found[1:]:
+        e.share_setups_from(found[0])
+    return found
+
+
+def freeze_heap() -> None:
+    """Keep what exists now (torch, the reference setups) out of every later cyclic collection: a
+    full collection over torch's objects is slow, and grading allocates enough to trigger one every
+    few submissions (docs/performance.md). No collection first: little garbage, for a delay before
+    the first result."""
+    gc.freeze()
+
+
+def grade_in_threads(engines: list[Engine], todo: Todo, tally: Tally, stop: threading.Event, debug: bool) -> None:
+    """One grading thread per engine; results are recorded here, in the calling thread."""
+    jobs: queue.Queue = queue.Queue()
+    for item in todo:
+        jobs.put(item)
+    done_q: queue.Queue = queue.Queue()
+    threads = [threading.Thread(target=_slot, args=(e, jobs, done_q, stop, debug), daemon=True,
+                                name=f"grade-slot-{i}") for i, e in enumerate(engines)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads) or not done_q.empty():
+        try:
+            tally.take(*done_q.get(timeout=0.1))
+        except queue.Empty:
+            continue
+
+
+def _slot(engine: Engine, jobs: queue.Queue, done_q: queue.Queue, stop: threading.Event, debug: bool) -> None:
+    """One grading thread: take submissions until none are left or a stop is requested."""
+    while not stop.is_set():
+        try:
+            key, sub = jobs.get_nowait()
+        except queue.Empty:
+            return
+        done_q.put((key, *slots.grade_one(engine, key, sub, debug)))

@@ -1,0 +1,96 @@
+"""Recording a batch's results, in the one thread that writes: each result in this order: ledger
+entry (committed, holding the result), JSON file (temp file + rename), HTML, gradebook row
+(committed). A batch stopped at any point therefore resumes by grading only what has no ledger
+entry, and restores any JSON file the stop left missing: nothing is lost, nothing recorded twice.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from grader.batch.config import BatchConfig, BatchResult, Event
+from grader.errors import OutputNotWritable
+from grader.records.gradebook import Gradebook
+from grader.records.ledger import Ledger, LedgerKey
+from grader.report import write_result_json, write_submission
+from grader.report.dashboard import report_filename
+from grader.results import GradeReport, to_dict
+from grader.submission.load import LoadedSubmission
+
+
+def reuse(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, keys: list[LedgerKey],
+          subs: list[LoadedSubmission], result: BatchResult) -> list[tuple[LedgerKey, LoadedSubmission]]:
+    """Record what the ledger already holds (restoring a missing or different JSON file); return
+    what is left to grade."""
+    todo = []
+    for key, sub in zip(keys, subs):
+        prior = None if cfg.force else ledger.lookup(key)
+        if prior is None:
+            todo.append((key, sub))
+            continue
+        path = cfg.out_dir / "results" / f"{report_filename(key.student_id)}.json"
+        if not _same_json(path, prior):
+            write_result_json(prior, path.parent)
+        book.record(run_id, prior, reused=True)
+        result.reused += 1
+        result.failed_to_load += not prior.load.ok
+    return todo
+
+
+def _same_json(path: Path, report: GradeReport) -> bool:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) == to_dict(report)
+    except (OSError, ValueError):
+        return False
+
+
+@dataclass
+class Tally:
+    """Takes each finished submission, in the recording thread: counts it, records it, reports it.
+    One place for every back-end (threads, slot processes, Dask)."""
+
+    cfg: BatchConfig
+    ledger: Ledger
+    book: Gradebook
+    run_id: int
+    result: BatchResult
+    on_event: Callable[[Event], None]
+    total: int
+    done: int = 0
+    failing: int = 0
+
+    def take(self, key: LedgerKey, report: GradeReport | None, seconds: float, error: str,
+             data: dict | None = None) -> None:
+        """`data`: ``to_dict(report)`` when the caller already has it."""
+        self.done += 1
+        if report is None:  # a grader fault: not recorded, retried by the next run
+            self.failing += 1
+            self.result.errors.append((key.student_id, error))
+            self.on_event(Event("error", self.done, self.total, key.student_id, None, seconds, self.failing, error))
+            return
+        record(self.cfg, self.ledger, self.book, self.run_id, key, report, data)
+        self.result.pages_written.add(report.submission.id)
+        self.result.graded += 1
+        self.result.failed_to_load += not report.load.ok
+        self.failing += report.score.earned < report.score.possible
+        self.on_event(Event("graded", self.done, self.total, key.student_id, report, seconds, self.failing))
+
+
+def record(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, key: LedgerKey,
+           report: GradeReport, data: dict | None = None) -> None:
+    """Record one graded submission: ledger, JSON, HTML, gradebook (in that order, see above)."""
+    # The ledger first: it is the source of truth. A crash after it and before the JSON is written is
+    # repaired by the next run (which restores the JSON from the ledger); before it, nothing is kept.
+    data = to_dict(report) if data is None else data
+    ledger.record(key, report, data)
+    try:
+        write_result_json(report, cfg.out_dir / "results", data)
+        write_submission(report, cfg.out_dir / f"{report_filename(report.submission.id)}.html",
+                         release_hidden=cfg.release_hidden)
+    except OSError as e:
+        raise OutputNotWritable(f"cannot write {report.submission.id}'s result in {cfg.out_dir}: "
+                                f"{e.strerror or e}") from e
+    book.record(run_id, report, reused=False)

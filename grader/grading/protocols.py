@@ -1,0 +1,48 @@
+"""What grading needs of a sandbox and of its workers (`grader.sandbox.Sandbox` and ``Worker``
+are the real ones; the benchmarks' in-process floor and the tests bring their own)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from grader.sandbox import Limits
+from grader.submission.load import LoadedSubmission
+
+
+class GradingWorker(Protocol):
+    """One worker running one submission's code."""
+
+    load: Any
+    """The sandbox's LoadReport: ok, message, failure, cell_errors."""
+    record: list[bytes] | None
+    """Request frames made so far, when recording (the call plan); None otherwise."""
+    reply_cap: int
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def queued(self) -> int: ...
+
+    def output(self) -> tuple[str, str]: ...
+
+    def describe_all(self, names: list[str]) -> dict[str, Any]: ...
+
+    def send_ahead(self, frames: list[bytes]) -> None: ...
+
+    def replay(self, frames: list[bytes], timeout: float) -> None: ...
+
+    def retire(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class GradingSandbox(Protocol):
+    """Where workers come from."""
+
+    limits: Limits
+    isolation: str
+
+    def open(self, sub: LoadedSubmission, *, started: Any = None) -> GradingWorker: ...
+
+    def start(self, sub: LoadedSubmission, describe: list[str] = ...) -> Any: ...

@@ -1,0 +1,90 @@
+"""What the student's code did, as a case's outcome: an exception it raised, a timeout, a crash,
+a reply the grader cannot accept, or entry points it lacks or defines as the wrong kind. What an
+exception says never decides the outcome, only the concept it points to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from grader.assignment.spec import Assignment
+from grader.cases import CaseInstance, Verdict
+from grader.checks.diagnose import (concept_of_exception, find_rebinding, not_implemented_message,
+                                    wrong_kind_message)
+from grader.grading.case_results import short
+from grader.grading.protocols import GradingWorker
+from grader.results import Evidence, Outcome
+from grader.sandbox import SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
+from grader.submission.load import LoadedSubmission
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """How one case ended, before it becomes a `CaseResult`."""
+
+    outcome: Outcome
+    verdict: Verdict
+
+
+def raised(a: Assignment, inst: CaseInstance, e: StudentError, sub: LoadedSubmission,
+           reference_runs: Callable[[], bool]) -> CaseOutcome:
+    """The student's code raised `e` in case `inst`. A placeholder still raising NotImplementedError
+    is named as such; a device case the trusted reference cannot get through either
+    (`reference_runs`, asked only then) is inconclusive for everyone; otherwise raising is an
+    error, with the concept the exception points to where the assignment declares it."""
+    placeholder = not_implemented_message(e.exc_type, e.message, e.traceback, sub.units)
+    if placeholder:
+        return CaseOutcome(Outcome.ERROR, Verdict.not_implemented(placeholder))
+    device_case = inst.case.concept == "device-placement"
+    if device_case and not reference_runs():
+        return CaseOutcome(Outcome.PASSED, Verdict.ok(
+            "Inconclusive on this device: the reference cannot make these calls here either; "
+            "not counted against you."))
+    concept = concept_of_exception(e.exc_type, e.message, inst.case.concept, inst.case.on_error)
+    if concept not in a.concepts:  # PyTorch's well-known errors: only where declared
+        concept = inst.case.concept
+    return CaseOutcome(Outcome.ERROR, Verdict.fail(
+        concept, f"Your code raised {e.exc_type}" + (f": {short(e.message)}" if e.message.strip() else "")
+        + f". {a.concepts[concept].title}."
+        + (" The reference makes the same calls on these inputs without an error (meta tensors have "
+           "no values: steps such as .item() or `if mask.any():` cannot run on them)." if device_case else ""),
+        Evidence(traceback=e.traceback)))
+
+
+def worker_failed(e: WorkerTimeout | WorkerCrashed | WireError) -> CaseOutcome:
+    """The worker ran past its time limit, died, or answered with something the grader refuses."""
+    if isinstance(e, WorkerTimeout):
+        return CaseOutcome(Outcome.TIMEOUT, Verdict.fail(
+            "timeout", f"Your code ran past the time limit ({e}). Look for an endless loop or a very slow step."))
+    if isinstance(e, WorkerCrashed):
+        return CaseOutcome(Outcome.ERROR, Verdict.fail("crash", f"The process running your code died: {e}."))
+    return CaseOutcome(Outcome.ERROR, Verdict.fail(
+        "signature", f"Your code returned something the grader cannot accept: {e}."))
+
+
+def died(done: CaseOutcome, worker: GradingWorker) -> bool:
+    """The case ended with its worker gone (timed out, crashed, or killed for an invalid reply):
+    the next case needs a fresh one."""
+    return done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash" or not worker.alive
+
+
+def missing_entry_points(a: Assignment, worker: GradingWorker, sub: LoadedSubmission) -> dict[str, str]:
+    """Entry point -> message, for entry points the submission lacks or defines as the wrong kind."""
+    eps = a.entry_points
+    try:
+        infos = worker.describe_all([ep.name for ep in eps]) if eps else {}
+    except SandboxError as e:
+        return {ep.name: f"Could not inspect '{ep.name}': {e}" for ep in eps}
+    out: dict[str, str] = {}
+    for ep in eps:
+        info = infos[ep.name]
+        if info.kind == ep.kind:
+            continue
+        found = ", ".join(info.available) or "nothing callable"
+        if info.kind == "missing":
+            out[ep.name] = (f"Your submission defines no '{ep.name}'; found: {found}. "
+                            f"Define {ep.signature}.")
+        else:
+            out[ep.name] = wrong_kind_message(ep.name, ep.kind, ep.signature, info.kind,
+                                              info.type_name, find_rebinding(sub.units, ep.name))
+    return out

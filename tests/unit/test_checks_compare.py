@@ -1,0 +1,69 @@
+"""grader/checks/compare.py: a student's tensor against the reference, as the verdict a student reads."""
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grader.checks.compare import Expected, check_structure, check_values, compare, not_a_tensor, type_name
+
+
+def _expected(values, dtype=torch.float32, naive=None) -> Expected:
+    return Expected(oracle=torch.tensor(values, dtype=torch.float64), naive=naive, dtype=dtype)
+
+
+def test_the_right_tensor_passes():
+    exp = _expected([[1.0, 2.0], [3.0, 4.0]])
+    assert check_values(exp.oracle.float(), exp, what="out", concept="c", message="m").passed
+
+
+def test_a_wrong_shape_is_the_cases_concept_and_names_both_shapes():
+    v = check_structure(torch.zeros(2, 3), (3, 2), torch.float32, what="attention(q, k, v)", shape_concept="shapes")
+    assert not v.passed and v.concept == "shapes"
+    assert v.message == "attention(q, k, v) has shape (2, 3), expected (3, 2)."
+    assert v.evidence.expected_shape == [3, 2] and v.evidence.actual_shape == [2, 3]
+
+
+def test_a_wrong_dtype_is_output_dtype():
+    v = check_structure(torch.zeros(2, dtype=torch.float64), (2,), torch.float32, what="out", shape_concept="s")
+    assert v.concept == "output-dtype" and v.message == "out is torch.float64, expected torch.float32."
+
+
+def test_not_a_tensor_is_a_signature_failure_naming_the_type():
+    v = check_values([1.0, 2.0], _expected([1.0, 2.0]), what="out", concept="c", message="m")
+    assert v.concept == "signature" and "returned list" in v.message
+    assert type_name(torch.zeros(1)) == "torch.Tensor" and type_name(3) == "int"
+    assert "returned numpy.ndarray" in not_a_tensor(type("ndarray", (), {"type_name": "numpy.ndarray"})(), "out").message
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 5), st.floats(1e-3, 10.0))
+def test_one_element_off_fails_with_the_cases_concept_and_its_index(i, off):
+    exp = _expected([0.5] * 6)
+    actual = exp.oracle.float().clone()
+    actual[i] += off
+    v = check_values(actual, exp, what="out", concept="softmax-axis", message="Check the axis.")
+    assert not v.passed and v.concept == "softmax-axis" and v.message == "Check the axis."
+    assert v.evidence.first_bad_index == [i]
+    assert v.evidence.max_abs_error > v.evidence.allowed_error
+
+
+def test_nan_has_its_own_concept_and_where_it_is():
+    exp = _expected([0.0, 0.0, 0.0])
+    actual = torch.tensor([0.0, float("nan"), 0.0])
+    v = check_values(actual, exp, what="out", concept="c", message="Fix it.", nan_concept="fully-masked-rows")
+    assert v.concept == "fully-masked-rows" and v.message == "out contains NaN. Fix it."
+    assert v.evidence.nan_locations == [[1]]
+
+
+def test_rows_outside_where_may_hold_anything_even_nan():
+    exp = _expected([[1.0, 1.0], [0.0, 0.0]])
+    actual = torch.tensor([[1.0, 1.0], [float("nan"), 7.0]])
+    where = torch.tensor([[True], [False]])
+    assert check_values(actual, exp, what="out", concept="c", message="m", where=where).passed
+
+
+def test_half_precision_uses_the_flash_rule_when_a_naive_result_exists():
+    exp = _expected([0.0, 0.0], dtype=torch.float16, naive=torch.tensor([0.0, 0.1], dtype=torch.float16))
+    actual = torch.tensor([0.15, 0.0], dtype=torch.float16)  # worse than fp16's fixed tolerance, within 2x naive
+    assert compare(actual, exp).ok
+    assert not compare(actual, Expected(exp.oracle, None, torch.float16)).ok  # fixed rule without naive
