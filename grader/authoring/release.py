@@ -140,7 +140,7 @@ def leaks(folder: Path, secret_strings: list[str], code_lines: list[str] = ()) -
 def reference_lines(module: str, file: Path | None = None) -> list[str]:
     """Distinctive lines of the reference's source (40+ characters once stripped): what no kit file
     may contain, the grader's wheel included. The reference's diagnosis models (what each classic
-    mistake gives) are part of it: a line of them copied back into the grader makes the kit fail."""
+    mistake gives) are part of it: a line of them copied into the grader makes the kit fail."""
     import importlib.util
 
     try:

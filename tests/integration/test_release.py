@@ -123,7 +123,7 @@ def test_release_refuses_a_kit_that_would_leak(tmp_path):
 
 def test_release_refuses_a_grader_wheel_that_carries_the_mistake_models(tmp_path, monkeypatch):
     """The diagnosis models (what each classic mistake gives) are the instructor's: a student wheel
-    holding them, as grader/checks/mha.py once did, is refused with where they belong."""
+    holding them (here as grader/checks/mha.py) is refused, and told where they belong."""
     from grader.authoring import slim
     from reference import mistakes
 
