@@ -44,8 +44,6 @@ def kit_spec_text(spec: dict[str, Any], *, seed: int, info: KitInfo) -> str:
         if spec.get(key) not in (None, ""):
             lines.append(f"{key} = {_toml_value(spec[key])}")
     lines.append(f"seed = {seed}")
-    if spec.get("rows_without_keys", "zeros") != "zeros":
-        lines.append(f"rows_without_keys = {_toml_value(spec['rows_without_keys'])}")
     limits = spec.get("limits") or {}
     if limits:
         lines += ["", "[limits]"] + [f"{k} = {_toml_value(v)}" for k, v in limits.items()]
