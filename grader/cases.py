@@ -8,7 +8,8 @@ A case has two halves, both run in the trusted grader process:
 * ``check(student, s, param)`` calls the student through the sandboxed worker (``student`` is a
   proxy; nothing of the student's runs here) and returns a ``Verdict``.
 
-Example (in ``assignments/<slug>/cases_hidden.py``)::
+Example (in ``assignments/<slug>/cases_hidden.py``; ``attention_case`` comes from the
+assignment's ``_common.py`` and computes with the reference)::
 
     @case("causal_example", title="An example: causal attention",
           concept="mask-fill-value", points=2, hidden=True)

@@ -1,4 +1,8 @@
-"""Helpers shared by this assignment's public and hidden cases (shipped to students: nothing secret)."""
+"""Helpers shared by this assignment's public and hidden cases (shipped to students: nothing secret).
+
+Setups compute with the reference (``attention_case``); checks only compare, so that in a student
+kit they run on the setups ``grader release`` stored.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import torch
 
 import reference
 from grader.cases import Setup, SetupContext, Verdict
-from grader.checks.attention import MESSAGES, attention_case, check_attention
+from grader.checks.attention import MESSAGES, AttentionCase, check_attention
 from grader.checks.compare import Expected, check_structure, check_values
 from grader.i18n import tr
 
@@ -30,6 +34,18 @@ def make_loud(k: torch.Tensor, v: torch.Tensor, pad: torch.Tensor):
     """Padded keys get k=30, v=100, so any weight that leaks onto them moves the output a lot."""
     hidden = ~pad[:, None, :, None]  # (B, 1, Lk, 1)
     return k.masked_fill(hidden, 30.0), v.masked_fill(hidden, 100.0)
+
+
+def attention_case(q, k, v, keep=None, *, rows=None, alt_masks=None) -> AttentionCase:
+    """At setup: the float64 oracle, the naive same-dtype reference and what each classic mistake
+    gives as weights (``reference.mistakes``), for these inputs. ``alt_masks``: concept -> the wrong
+    keep mask that a classic mistake builds (padding on rows, OR instead of AND, top-left causal
+    alignment). A student kit carries the result, never the reference."""
+    with reference.exact_float32():
+        o64, w64 = reference.oracle_attention(q, k, v, keep)
+        on, wn = reference.masked_attention(q, k, v, keep)
+    return AttentionCase(q, k, v, keep, Expected(o64, on, q.dtype), Expected(w64, wn, q.dtype), rows=rows,
+                         mistakes=reference.mistakes.attention_mistakes(q, k, keep, alt_masks))
 
 
 def attention_setup(q, k, v, keep=None, *, rows=None, alt_masks=None) -> Setup:

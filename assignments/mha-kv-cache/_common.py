@@ -1,4 +1,10 @@
-"""Helpers shared by this assignment's public and hidden cases (shipped to students: nothing secret)."""
+"""Helpers shared by this assignment's public and hidden cases (shipped to students: nothing secret).
+
+Setups compute everything a check compares with: the float64 oracle and, as diagnosis
+hypotheses, the outputs each classic mistake gives (``reference.mistakes``, which stays with the
+instructor). Checks only compare (``grader.checks.hypotheses``): in a student kit they run on the
+setups ``grader release`` stored.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,15 @@ import torch
 
 import reference
 from grader.cases import Setup, SetupContext, Verdict
-from grader.checks import mha as variants
 from grader.checks.compare import Expected, check_structure, check_values
+from grader.checks.hypotheses import Hypotheses, concept_of, matching_mistake
 from grader.results import CONCEPTS, Evidence
 from grader.sandbox import StudentError
 from grader.i18n import tr
 
 NAMES = ("W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight")
+LAYOUT = ("head-split", "head-split/interleaved", "head-split/interleaved-both", "head-merge", "scaling")
+"""The mistakes a plain forward pass shows (head layout, scale): what ``root_cause`` looks for."""
 
 MESSAGES = {
     "head-split": tr("Split heads with x.view(B, T, h, d_k).transpose(1, 2): viewing straight to (B, h, T, d_k) (or "
@@ -58,7 +66,7 @@ def ref_module(weights, d: int, h: int, dtype=torch.float32, device=None) -> ref
 def expected(weights, h: int, x: torch.Tensor, **kw) -> Expected:
     """float64 oracle plus the naive same-dtype reference for one forward call."""
     d = x.shape[-1]
-    oracle, _ = variants.forward(weights, h, x, **kw)
+    oracle, _ = reference.mistakes.forward(weights, h, x, **kw)
     with torch.no_grad(), reference.exact_float32():
         naive = ref_module(weights, d, h, x.dtype, x.device)(x, kw.get("mask"), causal=kw.get("causal", False))
     return Expected(oracle, naive, x.dtype)
@@ -91,14 +99,24 @@ def load_student(student, d: int, h: int, weights, dtype=torch.float32):
     return m
 
 
-def check_mha(out, exp: Expected, compute, *, concept: str, where=None, candidates=tuple(variants.VARIANTS),
-              what: str = "forward(x)") -> Verdict:
-    """Value check; on a mismatch, name the variant (mistake) the output reproduces."""
+def mistaken(out, hyp: Hypotheses, *, where=None, only: tuple[str, ...] | None = None,
+             tol: float = 1e-3) -> str | None:
+    """The concept of the first mistake the output reproduces (and the reference does not): close
+    to it, and it far from the reference, by 3x the tolerance and by 10x how close the student is
+    (bfloat16 outputs sit ~5e-3 from a mistake 0.27 away)."""
+    found = matching_mistake(out, hyp.reference, hyp.mistakes, tol=tol, where=where, apart=3.0,
+                             apart_from_student=10.0, only=only)
+    return concept_of(found) if found else None
+
+
+def check_mha(out, exp: Expected, mistakes: dict[str, torch.Tensor], *, concept: str, where=None,
+              candidates: tuple[str, ...] | None = None, what: str = "forward(x)") -> Verdict:
+    """Value check; on a mismatch, name the mistake (of ``mistakes``, computed at setup) the output reproduces."""
     v = check_values(out, exp, what=what, concept=concept, message=message_for(concept), where=where)
     if v.passed or v.evidence.max_abs_error is None:
         return v
     tol = 1e-3 if exp.dtype in (torch.float32, torch.float64) else 3e-2
-    specific = variants.matching_variant(out, compute, where=where, candidates=candidates, tol=tol)
+    specific = mistaken(out, Hypotheses(exp.oracle, mistakes), where=where, only=candidates, tol=tol)
     if specific:
         return Verdict.fail(specific, message_for(specific), v.evidence)
     return v
@@ -138,18 +156,24 @@ def steps_of(prefill: int, chunks: list[int]) -> list[tuple[int, int]]:
     return bounds
 
 
-def root_cause(student, m, weights, h: int, x: torch.Tensor) -> Verdict | None:
+def probe(weights, h: int, x: torch.Tensor) -> Hypotheses:
+    """At setup: what a plain forward pass over x[:1, :6] gives, right and with each head layout
+    or scale mistake (what ``root_cause`` compares with)."""
+    few = x[:1, :6]
+    return Hypotheses(reference.mistakes.forward(weights, h, few)[0],
+                      reference.mistakes.forward_mistakes(weights, h, few, names=LAYOUT))
+
+
+def root_cause(student, m, hyp: Hypotheses, x: torch.Tensor) -> Verdict | None:
     """When a black-box or decode check fails, look for the underlying mistake first: a head
-    layout or scale variant that a plain forward pass reproduces."""
+    layout or scale mistake that a plain forward pass reproduces (``hyp``: the setup's ``probe``)."""
     try:
         out = m(x[:1, :6].float())
     except StudentError:
         return None
     if type(out) is not torch.Tensor:
         return None
-    specific = variants.matching_variant(out, lambda v: variants.forward(weights, h, x[:1, :6], variant=v)[0],
-                                         candidates=("head-split", "head-split/interleaved",
-                                                     "head-split/interleaved-both", "head-merge", "scaling"))
+    specific = mistaken(out, hyp, only=LAYOUT)
     return Verdict.fail(specific, message_for(specific)) if specific else None
 
 
@@ -188,7 +212,7 @@ def check_decode(student, s: Setup, *, concept: str) -> Verdict:
     except StudentError as e:
         if e.exc_type == "NotImplementedError":
             raise  # a placeholder: the engine says "not implemented yet"
-        cause = broken_cache(student) or root_cause(student, m, i["weights"], i["h"], i["x"])
+        cause = broken_cache(student) or root_cause(student, m, s.extra["probe"], i["x"])
         if cause:
             return cause
         raise
@@ -197,10 +221,8 @@ def check_decode(student, s: Setup, *, concept: str) -> Verdict:
         c = "kv-cache-append" if len(set(lengths)) == 1 or broken_cache(student) else "kv-cache-growth"
         return Verdict.fail(c, message_for(c),
                             Evidence(notes=[tr("len(cache) after each step: {lengths}; expected {want}", lengths=lengths, want=want)]))
-    weights, h, x, steps, mask = i["weights"], i["h"], i["x"], i["steps"], i.get("mask")
-    return check_mha(got, s.expected,
-                     lambda var: variants.decode(weights, h, x, steps, mask=mask, causal=causal, variant=var),
-                     concept=concept, where=s.extra.get("rows"), what="the concatenated decode outputs")
+    return check_mha(got, s.expected, s.extra["mistakes"], concept=concept, where=s.extra.get("rows"),
+                     what="the concatenated decode outputs")
 
 
 def decode_setup(ctx: SetupContext, *, B: int, T: int, d: int, h: int, prefill: int, chunks: list[int],
@@ -208,32 +230,33 @@ def decode_setup(ctx: SetupContext, *, B: int, T: int, d: int, h: int, prefill: 
     weights = make_weights(ctx, d)
     x = ctx.randn(B, T, d) if x is None else x
     steps = steps_of(prefill, chunks)
-    oracle = variants.decode(weights, h, x, steps, mask=mask, causal=causal)
+    oracle = reference.mistakes.decode(weights, h, x, steps, mask=mask, causal=causal)
     if causal:
         with torch.no_grad():
             naive = reference.decode(ref_module(weights, d, h, device=ctx.device), x, prefill, chunks, mask=mask)
     else:
         naive = None  # float32 inputs: the fixed tolerance applies, no naive reference needed
+    mistakes = reference.mistakes.decode_mistakes(weights, h, x, steps, mask=mask, causal=causal)
     return Setup(inputs=dict(weights=weights, d=d, h=h, x=x, steps=steps, mask=mask, causal=causal),
-                 expected=Expected(oracle, naive, x.dtype), extra=dict(rows=rows))
+                 expected=Expected(oracle, naive, x.dtype),
+                 extra=dict(rows=rows, mistakes=mistakes, probe=probe(weights, h, x)))
 
 
 def forward_setup(ctx: SetupContext, *, B, T, d, h, causal=False, mask=None, rows=None, dtype=torch.float32,
                   x=None) -> Setup:
     w = make_weights(ctx, d, dtype)
     x = ctx.randn(B, T, d, dtype=dtype) if x is None else x
+    mistakes = reference.mistakes.forward_mistakes(w, h, x, mask=mask, causal=causal)
     return Setup(inputs=dict(d=d, h=h, weights=w, x=x, causal=causal, mask=mask, dtype=dtype),
-                 expected=expected(w, h, x, mask=mask, causal=causal), extra=dict(rows=rows))
+                 expected=expected(w, h, x, mask=mask, causal=causal), extra=dict(rows=rows, mistakes=mistakes))
 
 
-def check_forward(student, s: Setup, *, concept: str, candidates=tuple(variants.VARIANTS)) -> Verdict:
+def check_forward(student, s: Setup, *, concept: str, candidates: tuple[str, ...] | None = None) -> Verdict:
     i = s.inputs
     m = load_student(student, i["d"], i["h"], i["weights"], i["dtype"])
     out = m(i["x"], i["mask"], causal=i["causal"])
-    return check_mha(out, s.expected,
-                     lambda v: variants.forward(i["weights"], i["h"], i["x"], mask=i["mask"], causal=i["causal"],
-                                                variant=v)[0],
-                     concept=concept, where=s.extra.get("rows"), candidates=candidates)
+    return check_mha(out, s.expected, s.extra["mistakes"], concept=concept, where=s.extra.get("rows"),
+                     candidates=candidates)
 
 
 def check_on_meta(student, d: int, h: int, x: torch.Tensor) -> Verdict:

@@ -11,7 +11,7 @@ import torch
 
 import reference
 from grader.cases import Setup, Verdict, case
-from grader.checks import mha as variants
+from grader.checks.hypotheses import Hypotheses
 from grader.checks.compare import Expected, check_structure, check_values
 from grader.results import Evidence
 from grader.sandbox import StudentError
@@ -19,7 +19,7 @@ from grader.i18n import tr
 
 from ._common import (
     check_decode, check_forward, check_on_meta, check_twice, decode_setup, forward_setup, guarded, load_student,
-    make_weights, message_for, root_cause,
+    make_weights, message_for, mistaken, probe, root_cause,
 )
 from .cases_public import check_appends
 
@@ -78,7 +78,7 @@ def causality_grad(ctx):
         g = ctx.randn(2, T, d, dtype=torch.float64)
         g[:, t + 1:] = 0  # only outputs up to t matter
         cots[t] = g
-    return Setup(inputs=dict(d=d, h=h, weights=w, x=x, cotangents=cots))
+    return Setup(inputs=dict(d=d, h=h, weights=w, x=x, cotangents=cots), extra=dict(probe=probe(w, h, x)))
 
 
 @causality_grad.check
@@ -100,7 +100,7 @@ def _(student, s, param):
         past, future = grad[:, : t + 1].abs().max(), grad[:, t + 1:].abs().max()
         if not bool(future <= 1e-12 * max(float(past), 1.0)):
             leak = torch.nonzero(grad[0, t + 1:].abs().sum(-1) > 0).flatten()[:5] + t + 1
-            cause = root_cause(student, m.float(), i["weights"], i["h"], i["x"])
+            cause = root_cause(student, m.float(), s.extra["probe"], i["x"])
             if cause:
                 return cause
             return Verdict.fail("causal-leak", tr("The output at position {t} changes when later tokens change: "
@@ -125,7 +125,11 @@ def pad_invariance(ctx):
             x[b, : lengths[b]] = sq[0]
         else:
             x[b, T - lengths[b]:] = sq[0]
-    return Setup(inputs=dict(d=d, h=h, weights=w, seqs=seqs, x=x, pad=pad, side=ctx.param))
+    keep = pad[:, None, None, :]
+    no_causal = Hypotheses(reference.mistakes.forward(w, h, x, mask=keep, causal=True)[0],
+                           reference.mistakes.forward_mistakes(w, h, x, mask=keep, causal=True, names=("causal-leak",)))
+    return Setup(inputs=dict(d=d, h=h, weights=w, seqs=seqs, x=x, pad=pad, side=ctx.param),
+                 extra=dict(probe=probe(w, h, x), no_causal=no_causal))
 
 
 @pad_invariance.check
@@ -150,16 +154,13 @@ def _(student, s, param):
                          message=tr("Sequence {b} gives different outputs alone and inside a {side}-padded batch: "
                                     "padding must hide keys, never change real tokens.", b=b, side=i['side']))
         if not v.passed:
-            return root_cause(student, m, i["weights"], i["h"], i["x"]) or _causal_dropped(batched, i) or v
+            return root_cause(student, m, s.extra["probe"], i["x"]) or _causal_dropped(batched, s) or v
     return Verdict.ok()
 
 
-def _causal_dropped(batched, i) -> Verdict | None:
+def _causal_dropped(batched, s: Setup) -> Verdict | None:
     """The padded batch (mask and causal=True) came out as if causal were ignored when a mask is given."""
-    real = i["pad"][:, :, None]
-    leak = variants.matching_variant(
-        batched, lambda var: variants.forward(i["weights"], i["h"], i["x"], mask=i["pad"][:, None, None, :],
-                                              causal=True, variant=var)[0], where=real, candidates=("causal-leak",))
+    leak = mistaken(batched, s.extra["no_causal"], where=s.inputs["pad"][:, :, None])
     return Verdict.fail(leak, message_for(leak)) if leak else None
 
 

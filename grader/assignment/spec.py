@@ -57,8 +57,6 @@ class Assignment:
     entry_points: tuple[EntryPoint, ...]
     cases: tuple["Case", ...]
     limits: dict = field(default_factory=dict)
-    rows_without_keys: str = "zeros"
-    """Policy for query rows with no visible key (documented for students; cases follow it)."""
     concepts: dict[str, "Concept"] = field(default_factory=dict)
     """Diagnosis vocabulary: the grader's core concepts and those spec.toml declares (by id)."""
     reference: str = "reference"
@@ -253,7 +251,7 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
             cell_tag=spec.get("cell_tag") or None,
             entry_points=tuple(EntryPoint(e["name"], e["kind"], e["signature"]) for e in spec.get("entry_points", [])),
             cases=tuple(cases), limits=dict(spec.get("limits", {})),
-            rows_without_keys=spec.get("rows_without_keys", "zeros"), concepts=concepts,
+            concepts=concepts,
             reference=ref, reference_file=ref_file if not kit else None, stored=stored if kit else None,
             lang=_lang(spec, folder),
         )

@@ -47,8 +47,6 @@ def kit_spec_text(spec: dict[str, Any], *, seed: int, info: KitInfo) -> str:
         if spec.get(key) not in (None, ""):
             lines.append(f"{key} = {_toml_value(spec[key])}")
     lines.append(f"seed = {seed}")
-    if spec.get("rows_without_keys", "zeros") != "zeros":
-        lines.append(f"rows_without_keys = {_toml_value(spec['rows_without_keys'])}")
     limits = spec.get("limits") or {}
     if limits:
         lines += ["", "[limits]"] + [f"{k} = {_toml_value(v)}" for k, v in limits.items()]
@@ -168,11 +166,10 @@ def leaks(folder: Path, secret_strings: list[str], code_lines: list[str] = ()) -
 
 
 def reference_lines(module: str, file: Path | None = None) -> list[str]:
-    """Distinctive lines of the reference's source (40+ characters once stripped), less those the
-    grader's own files also hold (re-export shims): what no kit file may contain."""
+    """Distinctive lines of the reference's source (40+ characters once stripped): what no kit file
+    may contain, the grader's wheel included. The reference's diagnosis models (what each classic
+    mistake gives) are part of it: a line of them copied into the grader makes the kit fail."""
     import importlib.util
-
-    import grader
 
     try:
         spec = None if file is not None else importlib.util.find_spec(module)
@@ -186,10 +183,8 @@ def reference_lines(module: str, file: Path | None = None) -> list[str]:
         files = [p for loc in spec.submodule_search_locations for p in sorted(Path(loc).glob("*.py"))]
     else:
         files = [Path(spec.origin)] if spec.origin else []
-    own = {line.strip() for p in Path(grader.__file__).parent.rglob("*.py")
-           for line in p.read_text("utf-8", "replace").splitlines()}
     lines = {line.strip() for p in files for line in p.read_text("utf-8", "replace").splitlines()}
-    return sorted(s for s in lines if len(s) >= 40 and s not in own)
+    return sorted(s for s in lines if len(s) >= 40)
 
 
 def unshipped_imports(folder: Path, reference: str = "") -> list[str]:
@@ -291,6 +286,10 @@ def release(assignment, out: Path, *, verify: bool = True, lang: str | None = No
     if found:
         shutil.rmtree(out)
         where = "; ".join(f"{f} mentions {s!r}" for f, s in found[:5])
+        if any(".whl!" in f for f, _ in found):  # the grader itself carries the reference's code
+            raise AssignmentSpecError(f"refusing to release {assignment.id}: {where}. The grader a student installs "
+                                      "may hold no reference code: keep solutions and diagnosis models (what each "
+                                      "mistake gives) with the reference, computed in the cases' setups")
         raise AssignmentSpecError(f"refusing to release {assignment.id}: {where}. Remove hidden case names, "
                                   "the seed and the reference's code from the shipped files (README.md, starter/, "
                                   "cases_public.py, _common.py)")

@@ -1,16 +1,15 @@
 """Checking an attention result (out, weights) and diagnosing what went wrong.
 
-Diagnosis works by hypothesis: besides the reference, the grader computes (in float64, from the
-same inputs) what each classic mistake would have produced — masked scores filled with 0, the
-mask applied after the softmax, the softmax over queries, a missing or wrong scale, or a wrong
-mask the case supplies (padding on rows, OR instead of AND, top-left causal alignment). When the
-student's weights match one of those and not the reference, that mistake's concept is named.
-Otherwise the evidence (leaking cells, row sums) decides between the generic concepts.
+An ``AttentionCase`` holds what the case's setup computed with the reference (the assignment's
+``_common.attention_case``): the float64 oracle, the naive same-dtype results and, for diagnosis,
+what each classic mistake would have produced as weights (``AttentionCase.mistakes``). A student
+kit carries them precomputed; nothing here computes attention. When the student's weights match
+one mistake and not the reference, its concept is named (``grader.checks.hypotheses``); otherwise
+the evidence (leaking cells, row sums) decides between the generic concepts.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -18,6 +17,7 @@ import torch
 from grader.i18n import Msg, tr
 from grader.cases import Verdict
 from grader.checks.compare import Expected, check_structure, compare, evidence_of, is_tensor, nan_locations
+from grader.checks.hypotheses import concept_of, matching_mistake
 from grader.results import Evidence, Heatmap
 
 WINDOW = 12  # at most this many rows/columns of a matrix go into a heatmap
@@ -55,7 +55,7 @@ MESSAGES: dict[str, Msg] = {
 
 @dataclass
 class AttentionCase:
-    """Inputs and reference results of one attention call, computed once per batch."""
+    """Inputs and reference results of one attention call, computed once per batch (at setup)."""
 
     q: torch.Tensor
     k: torch.Tensor
@@ -65,20 +65,9 @@ class AttentionCase:
     weights: Expected
     rows: torch.Tensor | None = None
     """Bool (..., Lq, 1): which query rows are compared (None = all)."""
-    alt_masks: dict[str, torch.Tensor] = field(default_factory=dict)
-    """Concept -> the wrong keep mask that a classic mistake would use."""
-
-
-def attention_case(q, k, v, keep=None, *, rows=None, alt_masks=None) -> AttentionCase:
-    """Compute the float64 oracle and the naive same-dtype reference for these inputs (at setup
-    time only: a student kit carries the results, not the reference)."""
-    import reference
-
-    with reference.exact_float32():
-        o64, w64 = reference.oracle_attention(q, k, v, keep)
-        on, wn = reference.masked_attention(q, k, v, keep)
-    return AttentionCase(q, k, v, keep, Expected(o64, on, q.dtype), Expected(w64, wn, q.dtype),
-                         rows=rows, alt_masks=dict(alt_masks or {}))
+    mistakes: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Mistake ("concept" or "concept/variant") -> the float64 weights it gives on these inputs,
+    in the order diagnosis tries them (computed at setup, like the reference's results)."""
 
 
 def rows_without_keys(keep: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor:
@@ -86,43 +75,6 @@ def rows_without_keys(keep: torch.Tensor | None, shape: tuple[int, ...]) -> torc
     if keep is None:
         return torch.zeros(*shape[:-1], 1, dtype=torch.bool)
     return ~keep.expand(shape).any(-1, keepdim=True)
-
-
-def _softmax64(scores: torch.Tensor, keep: torch.Tensor | None, dim: int = -1) -> torch.Tensor:
-    if keep is not None:
-        scores = scores.masked_fill(~keep, float("-inf"))
-    w = torch.softmax(scores, dim=dim)
-    return torch.nan_to_num(w, nan=0.0)
-
-
-def _mutants(a: AttentionCase) -> dict[str, torch.Tensor]:
-    """What each classic mistake would produce as weights, in float64: a function of the case's
-    inputs alone, so computed once per case (kept on the case, which lives for the batch) instead
-    of once per failing submission (read-only for callers)."""
-    cached = a.__dict__.get("_mutants")
-    if cached is None:
-        cached = a.__dict__["_mutants"] = _compute_mutants(a)
-    return cached
-
-
-def _compute_mutants(a: AttentionCase) -> dict[str, torch.Tensor]:
-    q, k = a.q.double().cpu(), a.k.double().cpu()
-    d = q.shape[-1]
-    raw = q @ k.transpose(-2, -1)
-    scores = raw / math.sqrt(d)
-    keep = a.keep.cpu() if a.keep is not None else None
-    out: dict[str, torch.Tensor] = {}
-    if keep is not None:
-        keep_b = keep.expand(scores.shape)
-        out["mask-fill-value"] = torch.softmax(scores.masked_fill(~keep_b, 0.0), -1)
-        out["mask-after-softmax"] = torch.softmax(scores, -1) * keep_b
-        out["mask-convention"] = torch.softmax(scores + keep_b.double(), -1)  # bool mask used as additive
-        for concept, alt in a.alt_masks.items():
-            out[concept] = _softmax64(scores, alt.cpu().expand(scores.shape))
-    out["softmax-axis"] = _softmax64(scores, keep, dim=-2)
-    out["scaling"] = _softmax64(raw, keep)
-    out["scaling/d"] = _softmax64(raw / d, keep)
-    return out
 
 
 def _rows_where(a: AttentionCase, shape) -> torch.Tensor | None:
@@ -173,29 +125,9 @@ def diagnose_weights(actual_w: torch.Tensor, a: AttentionCase) -> str | None:
         return "dropout"
     if uniform_empty_rows(w, a):
         return "fully-masked-rows/uniform"
-    where = _rows_where(a, w.shape)
-    finite = torch.isfinite(w)
-    where = finite if where is None else (where & finite)
-    ref = a.weights.oracle.cpu()
     tol = 2e-3 if a.q.dtype in (torch.float32, torch.float64) else 3e-2
-
-    def dist(x: torch.Tensor, y: torch.Tensor) -> float:
-        diff = (x - y).abs()
-        if where is not None:
-            diff = diff[where]
-        return float(diff.max()) if diff.numel() else 0.0
-
-    for concept, mutant in _mutants(a).items():
-        if mutant.shape != w.shape:
-            continue
-        if dist(w, mutant) < tol and dist(ref, mutant) > 10 * tol:
-            return concept
-    return None
-
-
-def concept_of(diagnosis: str) -> str:
-    """"fully-masked-rows/uniform" -> "fully-masked-rows"."""
-    return diagnosis.split("/")[0]
+    return matching_mistake(w, a.weights.oracle, a.mistakes, tol=tol, where=_rows_where(a, w.shape),
+                            finite_only=True, apart=10.0)
 
 
 def message_of(diagnosis: str, default: Msg | str) -> Msg | str:

@@ -3,8 +3,8 @@
 ``grader release`` computes every public case's ``Setup`` (inputs, expected results and whatever
 the case's diagnosis keeps in ``extra``) with the trusted reference, and writes them here:
 tensors in one safetensors file, the structure around them (dicts, lists, tuples, numbers,
-dtypes, the grader's own dataclasses such as ``Expected`` and ``AttentionCase``) as JSON in its
-metadata. Never pickle: reading a kit runs no code from it.
+dtypes, the grader's own dataclasses such as ``Expected``, ``AttentionCase`` and ``Hypotheses``) as JSON
+in its metadata. Never pickle: reading a kit runs no code from it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from grader.cases import Setup
 from grader.errors import AssignmentSpecError
 
 FILE = "expected.safetensors"
-FORMAT = 1
+FORMAT = 2
+"""2: diagnosis hypotheses are stored with the setups (``AttentionCase.mistakes``, ``extra``)."""
 DATACLASS_MODULES = ("grader.",)
 """Where a stored dataclass may come from: the grader's own (a kit names no other code to import)."""
 

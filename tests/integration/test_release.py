@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tomllib
 import xml.etree.ElementTree as ET
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -167,6 +168,42 @@ def test_release_refuses_a_kit_that_would_leak(tmp_path):
     assert result.exit_code == 2
     assert result.output.startswith("Error: refusing to release leaky: README.md mentions 'causal_negative_scores'")
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_release_refuses_a_grader_wheel_that_carries_the_mistake_models(tmp_path, monkeypatch):
+    """The diagnosis models (what each classic mistake gives) are the instructor's: a student wheel
+    holding them (here as grader/checks/mha.py) is refused, and told where they belong."""
+    from grader.authoring import slim
+    from reference import mistakes
+
+    build = slim.build_wheel
+
+    def with_models(out_dir: Path) -> Path:
+        path = build(out_dir)
+        with zipfile.ZipFile(path, "a") as z:
+            z.writestr("grader/checks/mha.py", inspect.getsource(mistakes))
+        return path
+
+    monkeypatch.setattr(slim, "build_wheel", with_models)
+    out = tmp_path / "kit"
+    result = CliRunner().invoke(main, ["release", "mha-kv-cache", "-o", str(out)])
+    assert result.exit_code == 2
+    wheel = f"wheel/attention_grader-{grader.__version__}-py3-none-any.whl"
+    assert result.output.startswith(f"Error: refusing to release mha-kv-cache: {wheel}!grader/checks/mha.py "
+                                    "mentions 'reference source: ")
+    assert ("The grader a student installs may hold no reference code: keep solutions and diagnosis models (what "
+            "each mistake gives) with the reference, computed in the cases' setups") in result.output
+    assert not out.exists()
+
+
+def test_a_reference_line_stays_secret_when_the_grader_holds_it_too(tmp_path):
+    """A line of the reference that the grader also holds would ship in the wheel: still refused."""
+    from grader.checks import hypotheses
+
+    shared = next(line.strip() for line in inspect.getsource(hypotheses).splitlines() if len(line.strip()) >= 40)
+    ref = tmp_path / "solution.py"
+    ref.write_text(f"def model(x):\n    {shared}\n", encoding="utf-8")
+    assert shared in reference_lines("solution", ref)
 
 
 def test_release_without_hidden_cases(tmp_path):

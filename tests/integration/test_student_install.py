@@ -2,13 +2,16 @@
 
 A kit's public setups come from ``expected.safetensors`` (computed by the reference at release);
 before, ``grader check`` ran the reference in the student's process. On every sample, both give
-the same verdicts, concepts, messages and evidence. And the grader the kit carries (its wheel)
-runs ``grader check`` where ``import reference`` fails.
+the same verdicts, concepts, messages and evidence: the diagnosis too, whose hypotheses (what each
+classic mistake gives) the setups computed with the instructor's models. And the grader the kit
+carries (its wheel) runs ``grader check`` where ``import reference`` fails, naming the mistakes
+without the models: none of their code is in anything the student receives.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +24,7 @@ from click.testing import CliRunner
 
 import grader
 from grader.assignment.spec import load_assignment
+from grader.authoring.release import reference_lines, shipped_texts
 from grader.cli.app import main
 from grader.grading.engine import Engine, limits_for
 from grader.results import to_dict
@@ -90,13 +94,68 @@ def test_stored_setups_differ_from_live_ones_is_caught(engines, tmp_path):
     assert [c.id for c in report.cases if c.outcome.value != "passed"] == ["attention_basic"]
 
 
-def test_grader_check_from_the_kits_wheel_runs_without_the_reference(kits, tmp_path):
-    kit = kits["masked-attention"]
+def _emptied_hypotheses(engine: Engine, case_id: str) -> Engine:
+    """A fresh engine on the same kit, with one case's stored diagnosis hypotheses removed."""
+    fresh = Engine(load_assignment(engine.assignment.dir), engine.sandbox, public_only=True)
+    s = fresh.setup(next(i for i in fresh.instances if i.id == case_id))  # the engine's own, read from the kit
+    if isinstance(s.extra.get("mistakes"), dict):  # mha-kv-cache keeps them in extra
+        s.extra["mistakes"].clear()
+    else:  # masked-attention keeps them on its AttentionCase
+        s.expected.mistakes.clear()
+    return fresh
+
+
+@pytest.mark.parametrize("slug, sample, case_id, mistake, without", [
+    ("masked-attention", "buggy/softmax_dim_minus2.py", "attention_causal_small", "softmax-axis",
+     "mask-after-softmax"),
+    ("mha-kv-cache", "buggy/scale_dmodel.py", "mha_forward_small", "scaling", "head-split"),
+])
+def test_the_kits_diagnosis_comes_from_its_stored_hypotheses(engines, slug, sample, case_id, mistake, without):
+    """The comparison above covers the diagnosis: without a case's stored hypotheses, the kit names
+    the case's generic concept instead of the mistake."""
+    shipped, _ = engines[slug]
+    path = ROOT / "submissions" / slug / sample
+    concept = {c.id: c.concept for c in shipped.grade_path(path).cases}
+    assert concept[case_id] == mistake
+    emptied = {c.id: c.concept for c in _emptied_hypotheses(shipped, case_id).grade_path(path).cases}
+    assert emptied[case_id] == without
+    assert {k: v for k, v in emptied.items() if k != case_id} == {k: v for k, v in concept.items() if k != case_id}
+
+
+@pytest.mark.parametrize("slug", ["masked-attention", "mha-kv-cache", "masked-loss-and-sampling"])
+def test_nothing_the_student_receives_holds_the_mistake_models(kits, slug):
+    """The diagnosis models are the instructor's (reference/mistakes.py, solution.py's loss_mistakes):
+    no line of them in the kit or its wheel, and the grader the student gets computes no attention."""
+    own = load_assignment(slug).reference_file
+    models = reference_lines("reference", own) if own else reference_lines("reference")
+    mistakes = ROOT / "reference" / "mistakes.py" if own is None else own
+    assert {line.strip() for line in mistakes.read_text("utf-8").splitlines() if len(line.strip()) >= 40} <= set(models)
+    texts = shipped_texts(kits[slug])
+    assert any(name.endswith("!grader/checks/hypotheses.py") for name, _ in texts)
+    for name, text in texts:
+        assert not [line for line in models if line in text], f"{name} holds the reference's code"
+        if "!grader/checks/" in name:
+            assert not re.search(r"softmax\(", text), f"{name} computes a softmax"
+    assert not [name for name, _ in texts if name.endswith(("!grader/checks/mha.py", "mistakes.py"))]
+
+
+WHEEL_RUNS = {
+    "masked-attention": ("buggy/mask_after_softmax.py", "masked_attention with a causal mask [attention_causal_small]",
+                         "mask-after-softmax", "Passed 9 of 15 public cases"),
+    "mha-kv-cache": ("buggy/split_no_transpose.py", "Forward pass with copied weights (small) [mha_forward_small]",
+                     "head-split", "Passed 4 of 14 public cases"),
+}
+
+
+@pytest.mark.parametrize("slug", sorted(WHEEL_RUNS))
+def test_grader_check_from_the_kits_wheel_runs_without_the_reference(kits, tmp_path, slug):
+    sample, title, concept, passed = WHEEL_RUNS[slug]
+    kit = shutil.copytree(kits[slug], tmp_path / "kit")
     site = tmp_path / "site"
     with zipfile.ZipFile(kit / WHEEL) as z:
         z.extractall(site)
     assert not (site / "reference").exists()
-    shutil.copy(ROOT / "submissions/masked-attention/buggy/mask_after_softmax.py", kit / "mine.py")
+    shutil.copy(ROOT / "submissions" / slug / sample, kit / "mine.py")
     driver = tmp_path / "driver.py"
     driver.write_text(f'''
 import importlib.abc, sys
@@ -118,7 +177,6 @@ main(["check", "mine.py", "--no-report"] if "--no-report" in sys.argv else ["che
     proc = subprocess.run([sys.executable, str(driver)], cwd=kit, capture_output=True, text=True, env=env,
                           timeout=180)
     assert "import reference: No module named 'reference'" in proc.stdout, proc.stdout + proc.stderr
-    assert ("✗ masked_attention with a causal mask [attention_causal_small] — mask-after-softmax" in proc.stdout
-            or "x masked_attention with a causal mask [attention_causal_small] - mask-after-softmax" in proc.stdout), \
+    assert (f"✗ {title} — {concept}" in proc.stdout or f"x {title} - {concept}" in proc.stdout), \
         proc.stdout + proc.stderr
-    assert "Passed 9 of 15 public cases" in proc.stdout
+    assert passed in proc.stdout

@@ -3,6 +3,7 @@ an author's broken case is blamed on the case (file and line), never on the sand
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -108,6 +109,19 @@ def test_public_cases_importing_the_hidden_file_fail_with_file_and_line(tmp_path
     assert r.exit_code == 1
     assert (f"{folder / 'cases_public.py'}:4: cases_public.py imports cases_hidden, which the kit does not ship "
             "(it ships cases_public.py, _common.py)") in r.output
+
+
+def test_a_shipped_helper_holding_a_mistake_model_fails(tmp_path):
+    """Diagnosis models compute what a mistake gives in the setup, with the reference: copied into
+    _common.py (which ships) they would hand students working attention code."""
+    from reference import mistakes
+
+    folder, subs = tiny(tmp_path)
+    (folder / "_common.py").write_text("import math\n\nimport torch\n\n\n" + inspect.getsource(mistakes.forward))
+    r = validate(folder, subs)
+    assert r.exit_code == 1
+    assert "FAIL student kit" in r.output
+    assert "refusing to release tiny: assignments/tiny/_common.py mentions 'reference source: " in r.output
 
 
 def test_a_declared_sample_that_is_missing_is_reported_as_missing(tmp_path):

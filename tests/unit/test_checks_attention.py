@@ -8,8 +8,18 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import reference
-from grader.checks.attention import MESSAGES, attention_case, check_attention, uniform_empty_rows
+from grader.checks.attention import MESSAGES, AttentionCase, check_attention, uniform_empty_rows
+from grader.checks.compare import Expected
 from grader.checks.masks import check_mask
+
+
+def attention_case(q, k, v, keep) -> AttentionCase:
+    """What a setup computes with the reference: oracle, naive results, the mistakes' weights."""
+    with reference.exact_float32():
+        o64, w64 = reference.oracle_attention(q, k, v, keep)
+        on, wn = reference.masked_attention(q, k, v, keep)
+    return AttentionCase(q, k, v, keep, Expected(o64, on, q.dtype), Expected(w64, wn, q.dtype),
+                         mistakes=reference.mistakes.attention_mistakes(q, k, keep))
 
 
 def student(q, k, v, keep, *, fill=None, guard=False, add_bool=False):

@@ -1,0 +1,65 @@
+"""Naming a mistake by hypothesis: which of a case's precomputed "what this mistake gives" tensors
+the student's result reproduces.
+
+The hypotheses are data, computed by the assignment's own models in the case's setup (grading
+runs the setup live; a student kit carries the public cases' results in expected.safetensors).
+Nothing here knows what the mistakes are or how to make them: it compares tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Hypotheses:
+    """What the right code and each classic mistake give on one case's inputs (float64)."""
+
+    reference: torch.Tensor
+    mistakes: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Mistake ("concept" or "concept/variant") -> its result, in the order they are tried."""
+
+
+def matching_mistake(actual: torch.Tensor, reference: torch.Tensor, mistakes: Mapping[str, torch.Tensor], *,
+                     tol: float, where: torch.Tensor | None = None, finite_only: bool = False,
+                     apart: float = 10.0, apart_from_student: float = 0.0,
+                     only: tuple[str, ...] | None = None) -> str | None:
+    """The first mistake whose result ``actual`` reproduces: within ``tol`` of it (max abs
+    difference over ``where``), while that result is unambiguously not the reference's (farther
+    from it than ``apart`` x ``tol`` and than ``apart_from_student`` x how close the student is).
+
+    ``where``: bool, broadcastable to ``actual``: the cells compared (None = all).
+    ``finite_only``: skip the student's NaN and inf cells (a NaN elsewhere is another diagnosis).
+    ``only``: try these mistakes, in this order (default: all, in ``mistakes``' order). Shapes
+    that differ from ``actual``'s never match.
+    """
+    got = actual.detach().double().cpu()
+    ref = reference.detach().double().cpu()
+    cells = None if where is None else where.cpu().expand(got.shape)
+    if finite_only:
+        finite = torch.isfinite(got)
+        cells = finite if cells is None else (cells & finite)
+
+    def dist(a: torch.Tensor, b: torch.Tensor) -> float:
+        d = (a - b).abs()
+        if cells is not None:
+            d = d[cells]
+        return float(d.max()) if d.numel() else 0.0
+
+    for name in (only if only is not None else tuple(mistakes)):
+        result = mistakes.get(name)
+        if result is None or result.shape != got.shape:
+            continue
+        result = result.detach().double().cpu()
+        near = dist(got, result)
+        if near < tol and dist(ref, result) > max(apart * tol, apart_from_student * near):
+            return name
+    return None
+
+
+def concept_of(mistake: str) -> str:
+    """"head-split/interleaved" -> "head-split"."""
+    return mistake.split("/")[0]
