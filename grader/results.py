@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.i18n import DEFAULT as DEFAULT_LANG
-from grader.i18n import N_, Msg, as_msg
+from grader.i18n import Msg, as_msg
 
 SCHEMA_VERSION = 2
 """2: messages also kept as gettext msgids with arguments (``*_i18n``), and the report's ``lang``."""
@@ -29,38 +29,6 @@ def split_message(obj: Any, text: str, i18n: str) -> None:
     if isinstance(value, Msg):
         object.__setattr__(obj, i18n, value)
         object.__setattr__(obj, text, str(value))
-
-# The built-in (attention) vocabulary: titles of the concepts results graded before assignments
-# declared their own (grader/assignment/concepts.py). New assignments declare theirs in spec.toml.
-CONCEPTS: dict[str, str] = {
-    "mask-fill-value": N_("Masked scores must be -inf (or finfo(dtype).min) before the softmax"),
-    "mask-after-softmax": N_("The mask must be applied before the softmax, not to the weights"),
-    "fully-masked-rows": N_("A query that may see no key must give zeros and finite gradients"),
-    "padding-broadcast": N_("Padding hides keys: a (B, T) mask broadcasts as (B, 1, 1, T)"),
-    "mask-combination": N_("Causal and padding masks combine with AND (keep masks)"),
-    "causal-alignment": N_("New queries are the last positions: query i sees keys j <= Lk - Lq + i"),
-    "causal-diagonal": N_("A token may attend to itself: the diagonal is visible"),
-    "kv-cache-growth": N_("The cache grows by the new tokens at every step"),
-    "kv-cache-append": N_("append() concatenates on the time axis and returns all keys and values"),
-    "head-split": N_("Split heads with view(B, T, h, d_k).transpose(1, 2)"),
-    "head-merge": N_("Merge heads with transpose(1, 2).reshape(B, T, d_model) before W_o"),
-    "scaling": N_("Scores are divided by sqrt(d_k) of one head"),
-    "softmax-axis": N_("The softmax runs over keys (the last dimension)"),
-    "dtype-overflow": N_("Fill values must fit the dtype (fp16 cannot hold -1e9 or fp32's min)"),
-    "mask-dtype-promotion": N_("A float32 mask added to float16/bfloat16 scores promotes them: build masks in the scores' dtype"),
-    "mask-convention": N_("Masks are bool keep-masks (True = may attend), not additive 0/-inf floats"),
-    "output-dtype": N_("Outputs keep the input dtype"),
-    "device-placement": N_("Masks and buffers are created on the inputs' device"),
-    "dropout": N_("No randomness in eval mode: dropout must be off"),
-    "numerical-stability": N_("Subtract the row max before exp (or use torch.softmax)"),
-    "causal-leak": N_("An output must not depend on later tokens"),
-    "signature": N_("The function or class must exist with the documented signature"),
-    "validation": N_("Invalid arguments must raise ValueError with a clear message"),
-    "load-error": N_("The submission could not be loaded"),
-    "timeout": N_("The code ran past its time limit"),
-    "crash": N_("The worker process died while running the code"),
-}
-
 
 @dataclass(frozen=True)
 class Concept:

@@ -25,8 +25,7 @@ KEYS = {"id", "title", "explanation", "dashboard"}
 
 def builtin() -> dict[str, Concept]:
     """The attention vocabulary every result before per-assignment concepts was graded with."""
-    from grader.assignment.builtin import CLASS_PHRASES, EXPLANATIONS
-    from grader.results import CONCEPTS
+    from grader.assignment.builtin import CLASS_PHRASES, CONCEPTS, EXPLANATIONS
 
     return {cid: Concept(cid, title, EXPLANATIONS.get(cid, ""), CLASS_PHRASES.get(cid, ""))
             for cid, title in CONCEPTS.items()}

@@ -7,10 +7,10 @@ import re
 
 from hypothesis import given, strategies as st
 
-from grader.assignment.builtin import CLASS_PHRASES, EXPLANATIONS
+from grader.assignment.builtin import CLASS_PHRASES, CONCEPTS, EXPLANATIONS
 from grader.report.heatmap import build_heatmap
 from grader.report.text import clean, clean_block, csv_cell, md_escape
-from grader.results import CONCEPTS, Heatmap
+from grader.results import Heatmap
 
 
 def test_every_concept_has_a_two_sentence_explanation_and_a_class_phrase():
