@@ -16,7 +16,8 @@ import reference
 from grader.cases import Setup, SetupContext, Verdict
 from grader.checks.compare import Expected, check_structure, check_values
 from grader.checks.hypotheses import Hypotheses, concept_of, matching_mistake
-from grader.results import CONCEPTS, Evidence
+from grader.assignment.builtin import CONCEPTS
+from grader.results import Evidence
 from grader.sandbox import StudentError
 from grader.i18n import tr
 
