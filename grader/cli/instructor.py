@@ -112,7 +112,7 @@ class Progress:
     """A progress line rewritten on stderr on a terminal; plain lines `[3/40] alice 85% (2.1 s)` otherwise."""
 
     def __init__(self, *, verbose: bool, stream=None):
-        self.stream = stream or click.get_text_stream("stderr")
+        self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() and not verbose
         self.verbose = verbose
         self.t0 = time.monotonic()
