@@ -17,6 +17,7 @@ import gettext as stdlib_gettext
 import io
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -261,12 +262,31 @@ def _render_part(p: Part, lang: str) -> str:
         template = translate(p.msgid, lang)
     if not p.args:
         return template
-    values = {k: _format_arg(v, lang) for k, v in p.args.items()}
-    try:
-        return template.format(**values)
-    except (KeyError, IndexError, ValueError):
-        # A broken translation must never lose the message: fall back to the English text.
-        return p.msgid.format(**values)
+    values = {str(k): _format_arg(v, lang) for k, v in p.args.items()}
+    if set(_FIELD_NAMES.findall(template)) <= set(values):
+        return fill(template, values)
+    # A broken translation must never lose the message: fall back to the English text.
+    return fill(p.msgid, values)
+
+
+_FIELD = re.compile(r"\{\{|\}\}|\{(\w+)\}")
+_FIELD_NAMES = re.compile(r"\{(\w+)\}")
+
+
+def fill(template: str, values: Mapping[str, str]) -> str:
+    """``{name}`` placeholders of `template` replaced by `values` (``{{`` and ``}}`` are braces).
+
+    Never ``str.format``: a message read back from a results file is data, and a placeholder such
+    as ``{x.__class__}`` or ``{x[0]}`` must stay text instead of reaching into an argument's
+    attributes; a placeholder without a value stays as written.
+    """
+    def one(m: re.Match[str]) -> str:
+        token = m.group(0)
+        if token in ("{{", "}}"):
+            return token[0]
+        return values.get(m.group(1), token)
+
+    return _FIELD.sub(one, template)
 
 
 def _format_arg(v: Arg, lang: str) -> str:

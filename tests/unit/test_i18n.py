@@ -124,3 +124,14 @@ def test_a_document_is_translated_block_by_block_and_code_stays_as_written():
         "# 带掩码的注意力\n\n检查你的代码（只运行公开用例；隐藏用例在正式评分时运行）：\n\n"
         "```bash\ngrader check a.py\n\ngrader check b.py\n```\n\n## `causal_mask`\n\nNo catalog has this.\n")
     assert translate_markdown(text, "en") == text
+
+
+def test_a_message_read_back_from_a_results_file_is_filled_as_data_never_formatted():
+    """A hand-edited results file's msgid cannot reach into its arguments' attributes, nor break
+    a re-render: unknown or dotted placeholders stay as written, in every language."""
+    from grader.i18n import Msg
+
+    forged = [{"msgid": "{x.__class__.__mro__} {x[0]} {missing} {x}", "args": {"x": "abc"}}]
+    for lang in ("en", "zh-CN"):
+        assert Msg.from_list(forged).render(lang) == "{x.__class__.__mro__} {x[0]} {missing} abc"
+    assert Msg.from_list([{"msgid": "{{braces}} {n}", "args": {"n": 2}}]).render("en") == "{braces} 2"
