@@ -7,10 +7,11 @@ bidi overrides, NUL bytes that break XML) and neutralise spreadsheet formulas.
 
 from __future__ import annotations
 
-import math
 import re
 
 from grader import untrusted
+from grader.i18n import DEFAULT
+from grader.i18n.formats import decimal
 
 _CSV_FORMULA_START = ("=", "+", "-", "@", "|", "\t", "\r")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
@@ -74,13 +75,7 @@ def fmt_num(x: float | int | None, digits: int = 4) -> str:
         return str(x)
     if isinstance(x, int):
         return str(x)
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "∞" if x > 0 else "−∞"
-    if x == int(x) and abs(x) < 1e15:
-        return str(int(x))
-    return f"{x:.{digits}g}"
+    return decimal(x, DEFAULT, digits)
 
 
 def fmt_points(x: float) -> str:
