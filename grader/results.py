@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.explorer import Explorer, explorer_from_dict
 from grader.i18n import DEFAULT as DEFAULT_LANG
 from grader.i18n import Msg, as_msg
 
@@ -128,6 +129,8 @@ class Evidence:
     """For errors: the student's exception, traceback cut to their own frames."""
     notes_i18n: list[Msg] = field(default_factory=list)
     """``notes`` as translatable messages, one per note (empty in results before schema 2)."""
+    explorer: Explorer | None = None
+    """Scores, mask parts and weights to replay the mask experiment on (grader.explorer)."""
 
     def __post_init__(self) -> None:
         if any(isinstance(n, Msg) for n in self.notes):
@@ -346,6 +349,7 @@ def _evidence_from(d: dict) -> Evidence:
         for h in d.get("heatmaps", [])
     ]
     d["notes_i18n"] = [Msg.from_list(n) for n in d.get("notes_i18n", [])]
+    d["explorer"] = explorer_from_dict(d.get("explorer"))
     for key in ("max_abs_error", "allowed_error", "expected_value", "actual_value"):
         d[key] = _num(d.get(key))
     if d.get("row_sums") is not None:

@@ -17,6 +17,7 @@ import torch
 from grader.i18n import Msg, tr
 from grader.cases import Verdict
 from grader.checks.compare import Expected, check_structure, compare, evidence_of, is_tensor, nan_locations
+from grader.checks.explore import attention_explorer
 from grader.checks.hypotheses import concept_of, matching_mistake
 from grader.results import Evidence, Heatmap
 
@@ -195,8 +196,10 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
         empty = rows_without_keys(a.keep.cpu() if a.keep is not None else None, tuple(a.weights.oracle.shape))
         in_empty = bool((nan_rows & empty.expand(out.shape)).any())
         d = diagnose_weights(w, a) or ("fully-masked-rows" if in_empty else "numerical-stability")
+        where = nan_locations(out.detach().cpu().masked_fill(~nan_rows, 0))
         return Verdict.fail(concept_of(d), tr("Your output contains NaN. ") + message_of(d, message),
-                            Evidence(nan_locations=nan_locations(out.detach().cpu().masked_fill(~nan_rows, 0))))
+                            Evidence(nan_locations=where, explorer=attention_explorer(
+                                a.q, a.k, a.keep, w, a.q.dtype, where[0] if where else None)))
     cw = compare(w, a.weights, where=rows_w, atol=atol, rtol=atol)
     co = compare(out, a.out, where=rows_out, atol=atol, rtol=atol)
     if cw.ok and co.ok:
@@ -205,6 +208,7 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
         specific = diagnose_weights(w, a)
         bad = list(cw.first_bad_index) if cw.first_bad_index is not None else None
         extra = weight_evidence(w, a, bad)
+        extra["explorer"] = attention_explorer(a.q, a.k, a.keep, w, a.q.dtype, bad)
         if specific is None:
             sums = torch.tensor(extra["row_sums"])
             if extra["leaking_cells"]:

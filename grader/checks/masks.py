@@ -7,6 +7,7 @@ import torch
 from grader.i18n import Msg, tr
 from grader.cases import Verdict
 from grader.checks.compare import check_structure, is_tensor
+from grader.checks.explore import mask_explorer
 from grader.results import Evidence, Heatmap
 
 MASK_MESSAGES: dict[str, Msg] = {
@@ -71,7 +72,8 @@ def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: st
     first = [int(i) for i in wrong[0].tolist()]
     ev = Evidence(first_bad_index=first, expected_value=float(exp[tuple(first)]),
                   actual_value=float(got[tuple(first)]), heatmaps=mask_heatmaps(got, exp),
-                  notes=[tr("{n} of {total} cells differ", n=len(wrong), total=exp.numel())])
+                  notes=[tr("{n} of {total} cells differ", n=len(wrong), total=exp.numel())],
+                  explorer=mask_explorer(got, exp))
     if torch.equal(got, ~exp):
         return Verdict.fail("mask-convention", MASK_MESSAGES["inverted"], ev)
     for alt_concept, alt in (alternatives or {}).items():

@@ -42,10 +42,12 @@ def environment(lang: str = DEFAULT) -> jinja2.Environment:
 
 
 @functools.lru_cache(maxsize=None)
-def asset_script(name: str) -> tuple[Markup, str]:
-    """Our own JS file (never student text) as markup, and its CSP hash source."""
+def asset_script(name: str | tuple[str, ...]) -> tuple[Markup, str]:
+    """Our own JS file (never student text), or several joined into one script, as markup, and
+    its CSP hash source."""
     env = environment()
-    source, _, _ = env.loader.get_source(env, name)  # type: ignore[union-attr]
+    names = (name,) if isinstance(name, str) else name
+    source = "\n".join(env.loader.get_source(env, n)[0] for n in names)  # type: ignore[union-attr]
     if "</script" in source.lower():
         raise ValueError(f"{name} must not contain a closing script tag")
     digest = base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode("ascii")
@@ -57,7 +59,7 @@ def content_security_policy(script_hash: str) -> str:
             "img-src data:; base-uri 'none'; form-action 'none'")
 
 
-def render_page(template: str, script: str, lang: str = DEFAULT, **context: object) -> str:
+def render_page(template: str, script: str | tuple[str, ...], lang: str = DEFAULT, **context: object) -> str:
     """Render one of our page templates in `lang` with its inline script and matching CSP."""
     lang = normalise(lang) or DEFAULT
     code, digest = asset_script(script)
@@ -69,7 +71,9 @@ def render_submission(report: GradeReport, *, release_hidden: bool = False, lang
     """The student's feedback page for one graded submission, in `lang` (default: the report's)."""
     lang = normalise(lang or report.lang) or DEFAULT
     view = build_view(report, release_hidden=release_hidden, lang=lang)
-    return render_page("report.html", "report.js", lang, v=view,
+    # The explorer's script travels only in pages that have an explorer: most pages stay small.
+    script = ("report.js", "explorer.js") if any(c.explorer for c in view.cases) else "report.js"
+    return render_page("report.html", script, lang, v=view,
                        load_explanation=concept_explanation(vocabulary(report.concepts), "load-error", lang))
 
 

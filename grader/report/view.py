@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from grader.checks.diagnose import NOT_IMPLEMENTED
 from grader.i18n import DEFAULT, N_, Msg, ntr, tr, translate
 from grader.i18n.formats import decimal, timestamp
+from grader.report.explorer_view import ExplorerView, build_explorer
 from grader.report.heatmap import HeatmapView, build_heatmap
 from grader.report.text import clean_block, fmt_num, fmt_points, one_line
 from grader.results import CaseResult, Concept, Evidence, GradeReport, Outcome
@@ -58,6 +59,8 @@ class CaseView:
     notes: list[str] = field(default_factory=list)
     traceback: str = ""
     heatmaps: list[HeatmapView] = field(default_factory=list)
+    explorer: ExplorerView | None = None
+    """The mask experiment on this case's own tensors (failing attention and mask cases)."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,7 @@ def _case_view(i: int, case: CaseResult, release_hidden: bool, vocab: dict[str, 
         **common, message=clean_block(case_message(case, lang), 2000), facts=evidence_facts(ev, lang),
         notes=[clean_block(n, 1000) for n in case_notes(ev, lang)],
         traceback=clean_block(ev.traceback, TRACEBACK_LIMIT), heatmaps=maps,
+        explorer=build_explorer(ev.explorer, f"{uid_prefix}x{i}") if case.outcome is not Outcome.PASSED else None,
     )
 
 
