@@ -6,6 +6,7 @@ Layout of a kit (``grader release masked-attention -o kit/``)::
       README.md                          the assignment's README, plus "Checking your work"
       attention.py, attention.ipynb      the starter files
       conftest.py                        turns on grader.pytest_plugin for this folder only
+      explore.html                       the masking experiment (grader.authoring.explore_page)
       assignments/masked-attention/
         spec.toml                        allowlisted keys, concepts, a kit seed, [kit] with the hidden COUNT
         cases_public.py, _common.py

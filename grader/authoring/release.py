@@ -281,6 +281,9 @@ def release(assignment, out: Path, *, verify: bool = True, lang: str | None = No
     put(out / "README.md", readme_text(readme, title=translate(assignment.title, kit_lang), aid=assignment.id,
                                        submission=info.submission, info=info, wheel=wheel.name, lang=kit_lang))
     put(out / "conftest.py", CONFTEST)
+    from grader.authoring import explore_page
+
+    written.append(explore_page.write(out, kit_lang))  # the masking experiment, on the reference's numbers
 
     found = leaks(out, _secrets_of(assignment), reference_lines(assignment.reference, assignment.reference_file))
     if found:

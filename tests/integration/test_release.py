@@ -49,7 +49,7 @@ def _files(folder: Path) -> set[str]:
 
 def test_kit_contents(kit):
     assert _files(kit) == {
-        "README.md", "attention.py", "attention.ipynb", "conftest.py",
+        "README.md", "attention.py", "attention.ipynb", "conftest.py", "explore.html",
         "assignments/masked-attention/spec.toml", "assignments/masked-attention/cases_public.py",
         "assignments/masked-attention/_common.py", "assignments/masked-attention/expected.safetensors",
         "assignments/masked-attention/locales/zh_CN/LC_MESSAGES/assignment.po",
