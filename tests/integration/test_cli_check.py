@@ -94,6 +94,25 @@ def test_unknown_assignment_lists_known_ones(tmp_path):
     assert "masked-attention" in line and "mha-kv-cache" in line
 
 
+def test_a_misspelt_assignment_gets_a_guess_and_each_name_once(tmp_path):
+    line = _one_error_line(run(str(CORRECT), "-a", "masked-atention", "-o", str(tmp_path)))
+    assert line.startswith("Error: unknown assignment 'masked-atention'; did you mean 'masked-attention'? ")
+    assert line.count("masked-attention") == 2  # the guess and the listing, never listed twice
+
+
+def test_a_reader_that_closes_the_pipe_early_is_not_an_error(tmp_path):
+    """`grader check attention.py | head -1`: the rest of the output has nowhere to go, quietly."""
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "check", str(CORRECT), "-o", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert first.startswith(b"masked-attention v1.0"), err
+    assert "Error" not in err and "BrokenPipe" not in err, err
+
+
 def test_output_folder_not_writable(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
