@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -111,6 +112,16 @@ def test_a_reader_that_closes_the_pipe_early_is_not_an_error(tmp_path):
     assert proc.wait(timeout=120) == 1
     assert first.startswith(b"masked-attention v1.0"), err
     assert "Error" not in err and "BrokenPipe" not in err, err
+
+
+def test_the_py_and_the_notebook_of_one_kit_keep_a_report_each(tmp_path):
+    shutil.copy(CORRECT, tmp_path / "attention.py")
+    shutil.copy(SUBS / "correct" / "correct_notebook.ipynb", tmp_path / "attention.ipynb")
+    for name in ("attention.py", "attention.ipynb"):
+        result = run(str(tmp_path / name), "-a", "masked-attention", "-o", str(tmp_path / "out"))
+        assert result.exit_code == 0, result.output
+        assert result.output.splitlines()[-1].endswith(f"{name.replace('.py', '')}.html")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["attention.html", "attention.ipynb.html"]
 
 
 def test_output_folder_not_writable(tmp_path):
