@@ -57,6 +57,8 @@ def mask_parts(keep3: torch.Tensor) -> list[MaskPart]:
         if not bool(pad.all()):
             parts.append(MaskPart("padding", pad.tolist()))
         return parts
+    if torch.equal(keep3, pad[:, None, :].expand_as(keep3)):
+        return [MaskPart("padding", pad.tolist())]
     return [MaskPart("mask", keep3.tolist())]
 
 

@@ -48,6 +48,7 @@
     var D = JSON.parse(root.querySelector("script.ex-data").textContent);
     var S = D.s, B = S.length, H = S[0].length, Lq = S[0][0].length, Lk = S[0][0][0].length;
     var off = D.o, uid = root.id;
+    var level = Math.min(6, Number(root.querySelector("h2, h3, h4, h5").tagName.charAt(1)) + 1);
     var state = {on: D.p.map(function () { return true; }), b: 0, h: 0, row: null, rule: 0};
     var rules = [];
     var REF = {fill: -Infinity, empty: "zero", after: false, key: "ref_rule"};
@@ -175,7 +176,7 @@
       return Math.abs(a - b) > D.t;
     }
     function table(kind, caption, rows, ref, keeps) {
-      var wrap = el("div", {"class": "ex-table " + kind, role: "region", tabindex: "0", "aria-label": caption});
+      var wrap = el("div", {"class": "ex-table " + kind, role: "group", tabindex: "0", "aria-label": caption});
       var t = el("table");
       t.appendChild(el("caption", {}, caption));
       var head = el("tr"); head.appendChild(el("th", {scope: "col"}, W.corner));
@@ -272,7 +273,7 @@
     function bars(q, mine, ref) {
       detail.textContent = "";
       if (q === null || !mine || !mine[q]) { return; }
-      detail.appendChild(el("h5", {}, say("row", {q: label(q, "q")})));
+      detail.appendChild(el("h" + level, {}, say("row", {q: label(q, "q")})));
       var list = el("ul", {"class": "ex-bars"});
       var top = el("li", {"class": "head"});
       [W.key, rules[state.rule].yours ? W.yours : W.rule_weights, "", W.reference, ""].forEach(function (t) {
