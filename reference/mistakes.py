@@ -156,3 +156,28 @@ def decode_mistakes(weights, h: int, x: torch.Tensor, steps: list[tuple[int, int
                     causal: bool = True, names: tuple[str, ...] = tuple(VARIANTS)) -> dict[str, torch.Tensor]:
     """Mistake -> the float64 outputs of step-by-step decoding (concatenated) made with it."""
     return {n: decode(weights, h, x, steps, mask=mask, causal=causal, variant=VARIANTS[n]) for n in names}
+
+
+def step_masks(weights, h: int, x: torch.Tensor, steps: list[tuple[int, int]], *, mask=None,
+               causal: bool = True) -> dict:
+    """What the report's mask explorer shows of one call: the queries and keys (float64, per head)
+    of the first decoding step after the prefill (else the only step), its keep mask (True = may
+    attend), and the keep mask each mask mistake uses there ("concept" -> (B, 1, Tq, Tk)), for
+    those that differ. ``mask``: the call's (B, 1, 1, T) keep mask of the whole sequence, or None."""
+    W = {n: weights[f"W_{n}.weight"].double().cpu() for n in "qk"}
+    x = x.double().cpu()
+    start, end = steps[1] if len(steps) > 1 else steps[0]
+    q = _split(x[:, start:end] @ W["q"].T, h, "standard")  # (B, h, Tq, d_k)
+    k = _split(x[:, :end] @ W["k"].T, h, "standard")  # (B, h, Tk, d_k)
+    B, tq, tk = x.shape[0], end - start, end
+    pad = torch.ones(B, 1, 1, tk, dtype=torch.bool) if mask is None else mask.cpu()[..., :tk].expand(B, 1, 1, tk)
+
+    def keep_with(how: str, padded: bool = True) -> torch.Tensor:
+        tri = _causal(tq, tk, how) if causal else None
+        keep = pad if padded else torch.ones(B, 1, 1, tk, dtype=torch.bool)
+        return (keep & tri if tri is not None else keep).expand(B, 1, tq, tk)
+
+    keep = keep_with("bottom_right")
+    wrong = {"causal-alignment": keep_with("top_left"), "causal-leak": keep_with("none"),
+             "mask-combination": keep_with("bottom_right", padded=False)}
+    return dict(q=q, k=k, keep=keep, masks={c: m for c, m in wrong.items() if not torch.equal(m, keep)})

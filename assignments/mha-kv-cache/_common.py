@@ -8,6 +8,7 @@ setups ``grader release`` stored.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -15,6 +16,7 @@ import torch
 import reference
 from grader.cases import Setup, SetupContext, Verdict
 from grader.checks.compare import Expected, check_structure, check_values
+from grader.checks.explore import mask_step_explorer
 from grader.checks.hypotheses import Hypotheses, concept_of, matching_mistake
 from grader.assignment.builtin import CONCEPTS
 from grader.results import Evidence
@@ -222,8 +224,18 @@ def check_decode(student, s: Setup, *, concept: str) -> Verdict:
         c = "kv-cache-append" if len(set(lengths)) == 1 or broken_cache(student) else "kv-cache-growth"
         return Verdict.fail(c, message_for(c),
                             Evidence(notes=[tr("len(cache) after each step: {lengths}; expected {want}", lengths=lengths, want=want)]))
-    return check_mha(got, s.expected, s.extra["mistakes"], concept=concept, where=s.extra.get("rows"),
-                     what="the concatenated decode outputs")
+    return with_explorer(check_mha(got, s.expected, s.extra["mistakes"], concept=concept, where=s.extra.get("rows"),
+                                   what="the concatenated decode outputs"), s)
+
+
+def with_explorer(v: Verdict, s: Setup) -> Verdict:
+    """A failure diagnosed as a mask mistake, with the mask explorer of the call's scores (the
+    setup's ``explore``): the reference's mask against the one the student's output matches."""
+    seen = s.extra.get("explore")
+    if v.passed or not seen or v.concept not in seen["masks"]:
+        return v
+    e = mask_step_explorer(seen["q"], seen["k"], seen["keep"], seen["masks"][v.concept])
+    return Verdict(False, v.concept, v.message, dataclasses.replace(v.evidence, explorer=e), v.message_i18n)
 
 
 def decode_setup(ctx: SetupContext, *, B: int, T: int, d: int, h: int, prefill: int, chunks: list[int],
@@ -238,9 +250,11 @@ def decode_setup(ctx: SetupContext, *, B: int, T: int, d: int, h: int, prefill: 
     else:
         naive = None  # float32 inputs: the fixed tolerance applies, no naive reference needed
     mistakes = reference.mistakes.decode_mistakes(weights, h, x, steps, mask=mask, causal=causal)
+    explore = reference.mistakes.step_masks(weights, h, x, steps, mask=None if mask is None else mask[:, None, None, :],
+                                            causal=causal)
     return Setup(inputs=dict(weights=weights, d=d, h=h, x=x, steps=steps, mask=mask, causal=causal),
                  expected=Expected(oracle, naive, x.dtype),
-                 extra=dict(rows=rows, mistakes=mistakes, probe=probe(weights, h, x)))
+                 extra=dict(rows=rows, mistakes=mistakes, probe=probe(weights, h, x), explore=explore))
 
 
 def forward_setup(ctx: SetupContext, *, B, T, d, h, causal=False, mask=None, rows=None, dtype=torch.float32,
@@ -248,16 +262,18 @@ def forward_setup(ctx: SetupContext, *, B, T, d, h, causal=False, mask=None, row
     w = make_weights(ctx, d, dtype)
     x = ctx.randn(B, T, d, dtype=dtype) if x is None else x
     mistakes = reference.mistakes.forward_mistakes(w, h, x, mask=mask, causal=causal)
+    explore = reference.mistakes.step_masks(w, h, x, [(0, x.shape[1])], mask=mask, causal=causal)
     return Setup(inputs=dict(d=d, h=h, weights=w, x=x, causal=causal, mask=mask, dtype=dtype),
-                 expected=expected(w, h, x, mask=mask, causal=causal), extra=dict(rows=rows, mistakes=mistakes))
+                 expected=expected(w, h, x, mask=mask, causal=causal),
+                 extra=dict(rows=rows, mistakes=mistakes, explore=explore))
 
 
 def check_forward(student, s: Setup, *, concept: str, candidates: tuple[str, ...] | None = None) -> Verdict:
     i = s.inputs
     m = load_student(student, i["d"], i["h"], i["weights"], i["dtype"])
     out = m(i["x"], i["mask"], causal=i["causal"])
-    return check_mha(out, s.expected, s.extra["mistakes"], concept=concept, where=s.extra.get("rows"),
-                     candidates=candidates)
+    return with_explorer(check_mha(out, s.expected, s.extra["mistakes"], concept=concept, where=s.extra.get("rows"),
+                                   candidates=candidates), s)
 
 
 def check_on_meta(student, d: int, h: int, x: torch.Tensor) -> Verdict:

@@ -217,3 +217,19 @@ def mask_explorer(got: torch.Tensor, expected: torch.Tensor) -> Explorer | None:
     return Explorer(scores=illustrative_scores(B, Lq, Lk), parts=parts, reference=None, yours=None,
                     your_mask=got3.tolist(), fill=-math.inf, empty_rows="zero", illustrative=True,
                     dtype="torch.bool", offsets=[0, 0, 0, 0])
+
+
+def mask_step_explorer(q: torch.Tensor, k: torch.Tensor, keep: torch.Tensor, your_keep: torch.Tensor) -> Explorer | None:
+    """The explorer of a module's call (multi-head attention, a decoding step) whose output matches
+    attention with another mask: the call's scores (computed at setup), the reference's mask in
+    its parts, and ``your_keep`` (B, 1, Lq, Lk), the mask the output was matched to."""
+    q64, k64 = q.detach().cpu().double(), k.detach().cpu().double()
+    scores = q64 @ k64.transpose(-2, -1) / math.sqrt(q64.shape[-1])  # (B, H, Lq, Lk)
+    if scores.dim() != 4 or scores.shape[-1] > MAX_SIDE:
+        return None
+    shape = tuple(scores.shape)
+    b0, nb, h0, nh, q0, nq, _ = _window(None, shape)
+    parts = [MaskPart(p.kind, _cut(p, b0, nb, q0, nq)) for p in mask_parts(keep.cpu().bool().expand(shape[0], 1, *shape[2:])[:, 0])]
+    mine = your_keep.cpu().bool().expand(shape[0], 1, *shape[2:])[b0:b0 + nb, 0, q0:q0 + nq]
+    return Explorer(scores=_r4(scores[b0:b0 + nb, h0:h0 + nh, q0:q0 + nq]), parts=parts, reference=None, yours=None,
+                    your_mask=mine.tolist(), fill=-math.inf, empty_rows="zero", offsets=[b0, h0, q0, 0])

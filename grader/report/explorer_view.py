@@ -25,6 +25,8 @@ class ExplorerView:
     """The explorer's data as JSON, safe inside a script element."""
     illustrative: bool
     """The scores are made up (a mask case): the page says so."""
+    matched: bool = False
+    """The middle table is the mask the student's output matched (a module's call), not their weights."""
     kit: bool = False
     """A kit's practice page: no student's weights, the fill is the student's to choose."""
     title: str = ""
@@ -69,4 +71,5 @@ def build_explorer(e: Explorer | None, uid: str, *, kit: bool = False, title: st
     if e is None or not e.scores:
         return None
     data = script_json(explorer_data(e, kit=kit))
-    return ExplorerView(uid, data, e.illustrative, kit, title, description, len(data))
+    return ExplorerView(uid, data, e.illustrative, e.your_mask is not None and not e.illustrative, kit, title,
+                        description, len(data))

@@ -11,7 +11,7 @@ import torch
 import reference
 from grader.checks.explore import MAX_CELLS, attention_explorer, mask_explorer, mask_parts, replay
 from grader.explorer import FINITE_MIN, MAX_SIDE
-from grader.results import Evidence, _evidence_from, to_dict
+from grader.results import CaseResult, Evidence, Outcome, Points, case_from_dict, to_dict
 
 
 def _qk(B=1, H=2, Lq=5, Lk=5, d=8, negative=False, seed=0):
@@ -109,5 +109,19 @@ def test_an_explorer_survives_the_results_file():
     keep[1] = False
     w = torch.softmax(_scores(q, k).masked_fill(~keep, -math.inf), -1) * 3  # NaN rows, no rule
     e = attention_explorer(q, k, keep, w, torch.float32, None)
-    back = _evidence_from(json.loads(json.dumps(to_dict(Evidence(explorer=e)), allow_nan=False))).explorer
+    case = CaseResult("c", "C", Outcome.FAILED, Points(0, 1), False, "fully-masked-rows", "m", Evidence(explorer=e))
+    back = case_from_dict(json.loads(json.dumps(to_dict(case), allow_nan=False))).evidence.explorer
     assert back.fill == e.fill and math.isnan(back.yours[0][0][1][0]) and back.parts == e.parts
+
+
+def test_a_decoding_step_shows_the_mask_the_output_matched():
+    from grader.checks.explore import mask_step_explorer
+
+    g = torch.Generator().manual_seed(1)
+    weights = {f"W_{n}.weight": torch.randn(8, 8, generator=g) for n in "qkvo"}
+    x = torch.randn(1, 5, 8, generator=g)
+    seen = reference.mistakes.step_masks(weights, 2, x, [(0, 2), (2, 4), (4, 5)])
+    assert tuple(seen["q"].shape) == (1, 2, 2, 4) and tuple(seen["k"].shape) == (1, 2, 4, 4)
+    e = mask_step_explorer(seen["q"], seen["k"], seen["keep"], seen["masks"]["causal-alignment"])
+    assert e.parts[0].kind == "causal" and e.parts[0].keep == reference.causal_mask(2, 4).tolist()
+    assert e.your_mask == [torch.ones(2, 4, dtype=torch.bool).tril().tolist()] and not e.illustrative

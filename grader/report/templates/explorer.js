@@ -52,7 +52,7 @@
     var state = {on: D.p.map(function () { return true; }), b: 0, h: 0, row: null, rule: 0};
     var rules = [];
     var REF = {fill: -Infinity, empty: "zero", after: false, key: "ref_rule"};
-    if (!D.k && !D.i) {
+    if (!D.k && !D.m) {
       if (D.f !== null) {
         rules.push({fill: num(D.f), empty: D.e, after: D.a, yours: true,
                     label: D.a ? W.yours_after : say("yours_rule", {fill: short(num(D.f))})});
@@ -60,7 +60,7 @@
         rules.push({yours: true, actual: true, label: say("yours_rule_unknown")});
       }
     }
-    if (D.i) { rules.push({fill: -Infinity, empty: "zero", after: false, yours: true, mask: true, label: W.ref_rule}); }
+    if (D.m) { rules.push({fill: -Infinity, empty: "zero", after: false, yours: true, mask: true, label: W.ref_rule}); }
     else {
       [REF, {fill: -Infinity, empty: "nan", after: false, key: "inf_rule"},
        {fill: MIN, empty: "uniform", after: false, key: "min_rule"},
@@ -267,16 +267,16 @@
           if (Math.abs(sum - 1) > 1e-3) { out.push(say("after", {q: qn, sum: short(sum)})); }
         }
       }
-      return out.slice(0, 4);
+      return out.slice(0, 3);
     }
 
-    function bars(q, mine, ref) {
+    function bars(q, mine, ref, mineTitle) {
       detail.textContent = "";
       if (q === null || !mine || !mine[q]) { return; }
       detail.appendChild(el("h" + level, {}, say("row", {q: label(q, "q")})));
       var list = el("ul", {"class": "ex-bars"});
       var top = el("li", {"class": "head"});
-      [W.key, rules[state.rule].yours ? W.yours : W.rule_weights, "", W.reference, ""].forEach(function (t) {
+      [W.key, mineTitle, "", W.reference, ""].forEach(function (t) {
         top.appendChild(el("span", {"class": "h"}, t));
       });
       list.appendChild(top);
@@ -311,7 +311,7 @@
       panels.appendChild(table("scores", W.scores + (D.i ? " (" + W.illustrative + ")" : ""), scores, null));
       panels.appendChild(table("mine", mineTitle, mine, ref, mineKeep));
       panels.appendChild(table("reference", W.reference, ref, null, refKeep));
-      bars(state.row, mine, ref);
+      bars(state.row, mine, ref, mineTitle);
       var n = 0, known = true;
       mine.forEach(function (row, q) {
         if (!row) { known = false; return; }
