@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import os
+import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +63,8 @@ def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except (click.exceptions.Exit, click.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            _reader_went_away()
         except Exception as e:
             from grader.sandbox import SandboxError
 
@@ -71,6 +75,14 @@ def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise GraderError(f"unexpected {type(e).__name__}: {e} (rerun with --verbose for details)") from e
 
     return wrapper
+
+
+def _reader_went_away() -> None:
+    """``grader check . | head -2``: the reader closed the pipe, which is not an error to report.
+    Output still buffered would raise again at exit, so stdout is pointed at /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(ExitCode.FAILED)
 
 
 def infer_assignment(submission: Path) -> Assignment:
