@@ -9,7 +9,8 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
 
 import click
 
@@ -109,7 +110,7 @@ def prestart_sandbox(device: str, *, warm_meta: bool = False) -> None:
 
 @contextlib.contextmanager
 def open_engine(assignment: Assignment, *, device: str = "auto", public_only: bool = False,
-                use_zygote: bool = True) -> Iterator["Engine"]:
+                use_zygote: bool = True) -> Iterator[Engine]:
     """A sandbox (its warm zygote, the strongest isolation available) and an engine on it."""
     from grader.device import resolve_device
     from grader.grading.engine import Engine, limits_for

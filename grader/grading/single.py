@@ -14,7 +14,8 @@ import gc
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from grader.assignment.kit import Choice, choose_main, read_spec, starter_fingerprints, untouched_note
 from grader.errors import GraderError
@@ -47,7 +48,7 @@ class EarlySandbox:
         self._thread.start()
 
     @classmethod
-    def start(cls, folder: Path, device: str) -> "EarlySandbox | None":
+    def start(cls, folder: Path, device: str) -> EarlySandbox | None:
         """Start now when ``device`` is known without torch; None for "auto" (decided later)."""
         return cls(folder, device) if device == "cpu" or device.startswith("cuda") else None
 
