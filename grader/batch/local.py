@@ -10,7 +10,7 @@ import gc
 import queue
 import sys
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import functools
+import os
+import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable
 
 import click
 
@@ -40,10 +42,6 @@ class ExitCode(enum.IntEnum):
     """Stopped by Ctrl-C / SIGTERM; what finished was recorded and a re-run resumes."""
 
 
-if TYPE_CHECKING:
-    from grader.grading.engine import Engine
-
-
 def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """How every command reports an operator error: one ``Error: ...`` line (exit 2), with the
     traceback too under ``--verbose``. An unexpected exception becomes such a line as well
@@ -60,6 +58,8 @@ def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except (click.exceptions.Exit, click.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            _reader_went_away()
         except Exception as e:
             from grader.sandbox import SandboxError
 
@@ -70,6 +70,14 @@ def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise GraderError(f"unexpected {type(e).__name__}: {e} (rerun with --verbose for details)") from e
 
     return wrapper
+
+
+def _reader_went_away() -> None:
+    """``grader check . | head -2``: the reader closed the pipe, which is not an error to report.
+    Output still buffered would raise again at exit, so stdout is pointed at /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(ExitCode.FAILED)
 
 
 def infer_assignment(submission: Path) -> Assignment:

@@ -15,7 +15,7 @@ import dataclasses
 import time
 from collections.abc import Collection
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -96,7 +96,7 @@ class Engine:
             s = self.setups[inst.id] = compute_setup(self.assignment, inst, self.device)
         return s
 
-    def share_setups_from(self, other: "Engine") -> None:
+    def share_setups_from(self, other: Engine) -> None:
         """Reuse another engine's computed setups (same assignment): one reference computation per batch."""
         if other.assignment is not self.assignment:
             raise ValueError("engines grade different assignments")

@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
 
 if TYPE_CHECKING:
     import torch
@@ -43,8 +44,8 @@ def prestart_zygote(device: str, *, warm_meta: bool = False) -> Callable[[], Non
     return lambda: discard(p)
 
 
-def sandbox_for(limits: "Limits", device: str, *, warm_meta: bool = True, use_zygote: bool = True,
-                accept_isolation: str | None = None) -> "Sandbox":
+def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygote: bool = True,
+                accept_isolation: str | None = None) -> Sandbox:
     """A Sandbox whose environment self-test (limits included) has passed (`EnvironmentBroken`,
     a `SandboxError`, where it did not)."""
     from grader.sandbox import Sandbox
@@ -53,9 +54,9 @@ def sandbox_for(limits: "Limits", device: str, *, warm_meta: bool = True, use_zy
                    accept_isolation=accept_isolation)
 
 
-def engine_for(assignment: "Assignment", sandbox: "GradingSandbox", *, device: "torch.device | str" = "cpu",
+def engine_for(assignment: Assignment, sandbox: GradingSandbox, *, device: torch.device | str = "cpu",
                public_only: bool = False, lang: str | None = None, only: Collection[str] | None = None,
-               setups: "dict[str, Setup] | None" = None) -> "Engine":
+               setups: dict[str, Setup] | None = None) -> Engine:
     """An engine on `sandbox`. `only`: the case instance ids to run; `setups`: reference results
     computed already (`reference_setups`)."""
     from grader.grading.engine import Engine
@@ -64,8 +65,8 @@ def engine_for(assignment: "Assignment", sandbox: "GradingSandbox", *, device: "
                   setups=setups)
 
 
-def reference_setups(assignment: "Assignment", device: "torch.device | str", *, public_only: bool,
-                     only: Collection[str] | None = None) -> "dict[str, Setup] | None":
+def reference_setups(assignment: Assignment, device: torch.device | str, *, public_only: bool,
+                     only: Collection[str] | None = None) -> dict[str, Setup] | None:
     """Every case's inputs and reference results, before any sandbox exists (None for a student
     kit: the engine reads the results stored at release)."""
     import torch
@@ -79,7 +80,7 @@ def reference_setups(assignment: "Assignment", device: "torch.device | str", *, 
             if only is None or i.id in only}
 
 
-def prove_reference(engine: "Engine") -> None:
+def prove_reference(engine: Engine) -> None:
     """The trusted reference must score 100 % in this sandbox's jail (`GraderError` otherwise);
     grading it also teaches the engine the requests each case makes (the call plan)."""
     from grader.grading.call_plan import learn_calls
@@ -87,8 +88,8 @@ def prove_reference(engine: "Engine") -> None:
     learn_calls(engine, engine.assignment)
 
 
-def batch_engines(assignment: "Assignment", sandbox: "GradingSandbox", device: "torch.device", n: int, *,
-                  lang: str | None = None) -> "list[Engine]":
+def batch_engines(assignment: Assignment, sandbox: GradingSandbox, device: torch.device, n: int, *,
+                  lang: str | None = None) -> list[Engine]:
     """`n` engines on `sandbox` sharing one computation of the reference setups, after the
     reference has scored 100 % in this jail (`prove_reference`)."""
     found = [engine_for(assignment, sandbox, device=device, lang=lang) for _ in range(n)]
@@ -100,9 +101,9 @@ def batch_engines(assignment: "Assignment", sandbox: "GradingSandbox", device: "
 
 
 @contextlib.contextmanager
-def grading(assignment: "Assignment", *, device: str = "auto", public_only: bool = False,
+def grading(assignment: Assignment, *, device: str = "auto", public_only: bool = False,
             lang: str | None = None, use_zygote: bool = True, prove: bool = False,
-            accept_isolation: str | None = None) -> Iterator["Engine"]:
+            accept_isolation: str | None = None) -> Iterator[Engine]:
     """A proven sandbox and an engine on it (setups computed; with `prove`, the reference at 100 %)."""
     from grader.device import resolve_device
     from grader.grading.engine import limits_for
@@ -121,7 +122,7 @@ class EarlySandbox:
     """A Sandbox (and its zygote, which imports torch) started on a thread, right away; `get()`
     returns it once its self-test has passed (or raises what stopped it)."""
 
-    def __init__(self, limits: "dict[str, Any]", device: str, *, warm_meta: bool = False):
+    def __init__(self, limits: dict[str, Any], device: str, *, warm_meta: bool = False):
         """`limits`: the spec's [limits] table (bad keys are reported once the assignment loads)."""
         self.box: list[Any] = []
         self.error: BaseException | None = None
@@ -129,7 +130,7 @@ class EarlySandbox:
                                         name="grader-sandbox-start")
         self._thread.start()
 
-    def _run(self, limits: "dict[str, Any]", device: str, warm_meta: bool) -> None:
+    def _run(self, limits: dict[str, Any], device: str, warm_meta: bool) -> None:
         try:
             from grader.sandbox import Limits
 
@@ -141,7 +142,7 @@ class EarlySandbox:
         except BaseException as e:  # re-raised on the calling thread by get()
             self.error = e
 
-    def get(self) -> "Sandbox":
+    def get(self) -> Sandbox:
         self._thread.join()
         if self.error is not None:
             raise self.error

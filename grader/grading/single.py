@@ -14,7 +14,8 @@ import gc
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from grader.assignment.kit import Choice, choose_main, read_spec, starter_fingerprints, untouched_note
 from grader.errors import GraderError

@@ -137,7 +137,7 @@ def _grade(folder: Path, nb: Path, device: str, only: list[str] | None) -> Any:
 
 
 def check(function: str | None = None, *, path: str | os.PathLike | None = None,
-          device: str = "cpu") -> "CheckResult":
+          device: str = "cpu") -> CheckResult:
     """Grade the saved notebook on the public cases (only those that call ``function``, if given).
 
     Args:
