@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from grader.assignment.fingerprint import Fingerprint
@@ -142,7 +142,7 @@ class Ledger:
         """Store `report` under `key` (replacing an earlier entry for the same file and mode), committed.
         `data`: ``to_dict(report)`` when the caller already has it."""
         text = json_text(to_dict(report) if data is None else data)
-        now = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+        now = datetime.now(UTC).replace(microsecond=0).isoformat()
         try:
             with self._conn:
                 self._conn.execute("INSERT OR REPLACE INTO graded VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -156,7 +156,7 @@ class Ledger:
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc: object) -> None:
