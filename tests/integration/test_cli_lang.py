@@ -174,6 +174,6 @@ def test_load_errors_and_cell_errors_are_chinese_too(tmp_path):
     assert result.output.splitlines()[1] == "你的提交无法加载：empty.py 是空的"
     notebook = ROOT / "submissions" / "masked-attention" / "correct" / "correct_notebook.ipynb"
     result = run("check", str(notebook), "-a", str(ASSIGNMENT), "-o", str(tmp_path / "b"), "--lang", "zh-CN")
-    assert result.output.splitlines()[1].startswith("加载时出错（代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)））：NameError")
+    assert result.output.splitlines()[1].startswith("加载代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)）时出错：NameError")
     page = (tmp_path / "b" / "correct_notebook.ipynb.html").read_text(encoding="utf-8")
     assert "代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)）" in page and "加载时抛出错误的代码" in page
