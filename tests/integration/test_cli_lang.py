@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from grader.cli.app import main
 
+pytestmark = pytest.mark.slow  # full tier: whole check, grade and ci runs in Chinese
+
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = ROOT / "assignments" / "masked-attention"
 BUGGY = ROOT / "submissions" / "masked-attention" / "buggy" / "zero_fill.py"
