@@ -40,8 +40,9 @@ class Explorer:
     """q·kᵀ/√d before any mask, rounded to 4 significant digits."""
     parts: list[MaskPart]
     """The case's mask, part by part (empty: the case gave no mask)."""
-    reference: Tensor4 | None
-    """The reference's weights with every part on (the case as run)."""
+    reference: list[Tensor4] | None
+    """The reference's weights for each combination of parts (index: the bitmask of the parts on),
+    computed by the reference itself (a kit's page); None: the page computes them."""
     yours: Tensor4 | None
     """The student's weights as returned, for the case's mask (None: the case checks a mask only)."""
     your_mask: list[list[list[bool]]] | None = None

@@ -26,9 +26,17 @@ from grader.grading.engine import Engine
 from grader.report import write_all
 from grader.results import report_from_dict
 
-from test_browser_report import OVERFLOW, Watched, _unavailable, browser  # noqa: F401 (a fixture)
+import test_browser_report as shared
+from test_browser_report import OVERFLOW, Watched
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+browser = shared.browser  # the same headless Chromium fixture as the report's browser tests
+
+
+def _unavailable(reason: str):
+    if os.environ.get("GRADER_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"browser tests are required (GRADER_REQUIRE_BROWSER=1) but {reason}")
+    pytest.skip(reason)
 
 ROOT = Path(__file__).resolve().parents[2]
 BUGGY = ROOT / "submissions" / "masked-attention" / "buggy"
