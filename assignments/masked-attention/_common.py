@@ -11,7 +11,7 @@ import torch
 import reference
 from grader.cases import Setup, SetupContext, Verdict
 from grader.checks.attention import MESSAGES, AttentionCase, check_attention
-from grader.checks.compare import Expected, check_structure, check_values
+from grader.checks.compare import HALF, Expected, check_structure, check_values, farthest_of
 from grader.i18n import tr
 
 
@@ -37,13 +37,17 @@ def make_loud(k: torch.Tensor, v: torch.Tensor, pad: torch.Tensor):
 
 
 def attention_case(q, k, v, keep=None, *, rows=None, alt_masks=None) -> AttentionCase:
-    """At setup: the float64 oracle, the naive same-dtype reference and what each classic mistake
+    """At setup: the float64 oracle, the naive same-dtype reference (in half precision the farther
+    of torch.softmax's and a softmax by hand's, per element) and what each classic mistake
     gives as weights (``reference.mistakes``), for these inputs. ``alt_masks``: concept -> the wrong
     keep mask that a classic mistake builds (padding on rows, OR instead of AND, top-left causal
     alignment). A student kit carries the result, never the reference."""
     with reference.exact_float32():
         o64, w64 = reference.oracle_attention(q, k, v, keep)
         on, wn = reference.masked_attention(q, k, v, keep)
+        if q.dtype in HALF:  # a softmax by hand rounds differently from torch.softmax: allow either
+            oh, wh = reference.masked_attention_by_hand(q, k, v, keep)
+            on, wn = farthest_of(o64, [on, oh]), farthest_of(w64, [wn, wh])
     return AttentionCase(q, k, v, keep, Expected(o64, on, q.dtype), Expected(w64, wn, q.dtype), rows=rows,
                          mistakes=reference.mistakes.attention_mistakes(q, k, keep, alt_masks))
 

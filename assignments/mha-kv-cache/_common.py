@@ -102,11 +102,9 @@ def load_student(student, d: int, h: int, weights, dtype=torch.float32):
 
 def mistaken(out, hyp: Hypotheses, *, where=None, only: tuple[str, ...] | None = None,
              tol: float = 1e-3) -> str | None:
-    """The concept of the first mistake the output reproduces (and the reference does not): close
-    to it, and it far from the reference, by 3x the tolerance and by 10x how close the student is
-    (bfloat16 outputs sit ~5e-3 from a mistake 0.27 away)."""
-    found = matching_mistake(out, hyp.reference, hyp.mistakes, tol=tol, where=where, apart=3.0,
-                             apart_from_student=10.0, only=only)
+    """The concept of the first mistake the output reproduces (and the reference does not), by
+    ``matching_mistake``'s rule (bfloat16 outputs sit ~5e-3 from a mistake 0.27 away)."""
+    found = matching_mistake(out, hyp.reference, hyp.mistakes, tol=tol, where=where, only=only)
     return concept_of(found) if found else None
 
 
