@@ -239,7 +239,9 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
                                                                  "mask-combination") else concept
             elif a.keep is not None and bool(rows_short_of_one(sums, a.q.dtype).any()):
                 specific = "mask-after-softmax"
-        msg = message_of(specific, message) if specific else message
+        msg = message_of(specific, message) if specific else tr(
+            "Your weights differ from the reference, and no mistake this case knows reproduces them (the evidence "
+            "shows where). What this case checks: ") + message
         return Verdict.fail(concept_of(specific) if specific else concept, msg,
                             evidence_of(cw, notes=[tr("{what}: {reason}", what="weights", reason=cw.reason_text)], **extra))
     return Verdict.fail(concept, tr("Your attention weights are right, but the output is not weights @ v. ") + message,
