@@ -239,6 +239,7 @@ def _sdpa(q, k, v, mask):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
 
 
+@pytest.mark.slow  # full tier: 60 examples of six implementations in two dtypes
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(
     Lq=st.integers(1, 12),
