@@ -45,3 +45,25 @@ def test_a_bad_seed_is_a_clear_error(tmp_path):
 def test_kit_seeds_are_drawn_at_random():
     seeds = {kit_seed() for _ in range(50)}
     assert len(seeds) == 50 and all(0 <= s < 2**63 for s in seeds)
+
+
+def test_a_new_seed_secret_changes_the_assignments_fingerprint(tmp_path):
+    """The ledger keys on the fingerprint: a redrawn seed (seed.secret deleted) draws other inputs,
+    so nothing graded with the old one may be reused."""
+    import shutil
+    from pathlib import Path
+
+    from grader.assignment.fingerprint import fingerprint
+    from grader.assignment.spec import load_assignment
+
+    src = Path(__file__).resolve().parents[2] / "assignments" / "masked-attention"
+    folder = tmp_path / "masked-attention"
+    shutil.copytree(src, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = folder / "spec.toml"
+    spec.write_text("\n".join(line for line in spec.read_text().splitlines() if not line.startswith("seed =")) + "\n")
+    first = load_assignment(folder)
+    before = fingerprint(first)
+    (folder / SEED_FILE).unlink()
+    second = load_assignment(folder)
+    assert second.seed != first.seed
+    assert fingerprint(second).changed(before) == ("spec",)
