@@ -21,7 +21,7 @@ from grader.submission.load import load_submission
 HOSTILE = Path(__file__).parent.parent / "data" / "hostile"
 LIMITS = Limits(import_timeout_s=60, call_timeout_s=60, submission_timeout_s=120, memory_bytes=1 << 30,
                 max_pids=64)
-pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the jail is Linux's"), pytest.mark.slow]
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the jail is Linux's"), pytest.mark.slow]  # full tier: sandboxes at three levels
 MESSAGE = "def masked_attention(q, k, v, mask): ...  # the whole answer"
 
 

@@ -21,7 +21,7 @@ CORRECT = {"masked-attention": "sdpa.py", "mha-kv-cache": "sdpa.py",
            "masked-loss-and-sampling": "gather_and_multinomial.py"}
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # full tier: three batches through the CLI
 @pytest.mark.parametrize("aid", sorted(CORRECT))
 def test_spoiled_values_fail_the_students_cases_and_the_batch_goes_on(tmp_path, aid):
     subs = tmp_path / "class"

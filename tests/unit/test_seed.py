@@ -47,6 +47,7 @@ def test_kit_seeds_are_drawn_at_random():
     assert len(seeds) == 50 and all(0 <= s < 2**63 for s in seeds)
 
 
+@pytest.mark.slow  # full tier: loads a copied assignment twice
 def test_a_new_seed_secret_changes_the_assignments_fingerprint(tmp_path):
     """The ledger keys on the fingerprint: a redrawn seed (seed.secret deleted) draws other inputs,
     so nothing graded with the old one may be reused."""
