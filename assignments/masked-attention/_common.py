@@ -11,7 +11,8 @@ import torch
 import reference
 from grader.cases import Setup, SetupContext, Verdict
 from grader.checks.attention import MESSAGES, AttentionCase, check_attention, check_pair
-from grader.checks.compare import HALF, Expected, check_structure, check_values, farthest_of
+from grader.checks.compare import (HALF, Expected, check_comparable, check_structure, check_values, farthest_of,
+                                   identical)
 from grader.i18n import tr
 
 
@@ -134,9 +135,13 @@ def check_twice(student, s: Setup) -> Verdict:
     if shape is not None:  # not a pair of tensors of the right shapes: that, not randomness, is what is wrong
         return shape
     second = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
-    same = (isinstance(second, (tuple, list)) and len(second) == 2
-            and all(type(b) is torch.Tensor and a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, second)))
-    if not same:
+    pairs = isinstance(second, (tuple, list)) and len(second) == 2
+    if pairs:
+        for b, name in zip(second, ("out", "weights")):
+            bad = check_comparable(b, f"{name} of the second call")
+            if bad:
+                return bad
+    if not (pairs and all(identical(a, b) for a, b in zip(first, second))):
         return Verdict.fail("dropout", tr("Two identical calls gave different results: masked_attention must not use "
                                           "dropout (F.dropout defaults to training=True)."))
     return check_attention(first, s.expected, concept="dropout",

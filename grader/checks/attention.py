@@ -16,7 +16,8 @@ import torch
 
 from grader.i18n import Msg, tr
 from grader.cases import Verdict
-from grader.checks.compare import Expected, check_structure, compare, evidence_of, is_tensor, nan_locations
+from grader.checks.compare import (Expected, check_comparable, check_structure, compare, evidence_of, is_tensor,
+                                   nan_locations)
 from grader.checks.hypotheses import concept_of, matching_mistake
 from grader.results import Evidence, Heatmap
 
@@ -197,8 +198,8 @@ def check_pair(result: object, a: AttentionCase, *, concept: str, what: str = "m
         return Verdict.fail("signature", tr("{what} must return a tuple (out, weights); it returned {type}.",
                                             what=what, type=got))
     for value, exp, name in ((result[0], a.out, "out"), (result[1], a.weights, "weights")):
-        bad = check_structure(value, tuple(exp.oracle.shape), exp.dtype, what=f"{what}'s {name}",
-                              shape_concept=concept)
+        bad = (check_structure(value, tuple(exp.oracle.shape), exp.dtype, what=f"{what}'s {name}",
+                               shape_concept=concept) or check_comparable(value, f"{what}'s {name}"))
         if bad:
             return bad
     return None
