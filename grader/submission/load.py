@@ -260,7 +260,10 @@ def _cell_tags(cell: dict, number: int, name: str) -> list[str]:
 def _json_kind(value: object) -> str:
     if value is None:
         return "null"
-    return {bool: "boolean", int: "number", float: "number", dict: "object", list: "list"}.get(type(value), "value")
+    for kind, name in ((bool, "boolean"), (int, "number"), (float, "number"), (dict, "object"), (list, "list")):
+        if isinstance(value, kind):
+            return name
+    return "value"
 
 
 # --- folders and zips -------------------------------------------------------------------------

@@ -39,7 +39,7 @@ class _Names:
         self.function: set[str] = set()
 
     def learn(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
+        for node in _statements(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.name == "grader.notebook" and a.asname:
@@ -66,10 +66,23 @@ class _Names:
                 and v.value.id in self.package)
 
 
+def _statements(tree: ast.AST):
+    """Every statement of `tree`, at any depth, without walking into expressions (an import is
+    always a statement; a cell of 16,000 calls has ten times more expression nodes)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(child for child in ast.iter_child_nodes(node)
+                    if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)))
+
+
 def _parse(source: str) -> ast.Module | None:
+    """None for code that does not parse. MemoryError is not caught: out of the intake's memory
+    budget, the submission is refused as too large rather than run with its self-checks left in."""
     try:
         return ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError, RecursionError):
         return None
 
 
@@ -88,6 +101,8 @@ def _char_offsets(source: str, starts: list[int], points: list[tuple[int, int]])
 
     One pass over the points in order, each line encoded once and walked forward from the last
     point on it, so many points on one long line cost that line's length, not points x length."""
+    if source.isascii():  # a byte column is a character column
+        return {(lineno, col): starts[lineno - 1] + col for lineno, col in points}
     out: dict[tuple[int, int], int] = {}
     line, encoded, byte_at, char_at = 0, b"", 0, 0
     for lineno, col in sorted(set(points)):
