@@ -55,9 +55,9 @@ class Assignment:
     cell_tag: str | None
     """When set, only notebook cells carrying this tag are graded."""
     entry_points: tuple[EntryPoint, ...]
-    cases: tuple["Case", ...]
+    cases: tuple[Case, ...]
     limits: dict = field(default_factory=dict)
-    concepts: dict[str, "Concept"] = field(default_factory=dict)
+    concepts: dict[str, Concept] = field(default_factory=dict)
     """Diagnosis vocabulary: the grader's core concepts and those spec.toml declares (by id)."""
     reference: str = "reference"
     """The import name of the trusted reference: a top-level module (``reference = "reference"``
@@ -72,7 +72,7 @@ class Assignment:
     """The language students' feedback is in unless ``--lang`` says otherwise (spec.toml ``lang``,
     "en" or "zh-CN"); None: the grader's locale decides."""
 
-    def instances(self, *, public_only: bool = False) -> list["CaseInstance"]:
+    def instances(self, *, public_only: bool = False) -> list[CaseInstance]:
         return [inst for c in self.cases if not (public_only and c.hidden) for inst in c.instances()]
 
     def possible(self, *, public_only: bool = False) -> float:
@@ -143,7 +143,11 @@ def infer(submission: Path, candidates: dict[str, Path]) -> Path:
     if not matches and len(partial) == 1:
         # Most entry points are there (one renamed or missing): grading says which one is absent.
         return partial[0][1]
-    known = ", ".join(sorted(candidates)) or "none"
+    if not candidates:
+        raise GraderError(f"could not tell which assignment {submission.name} is for: this grader knows no "
+                          "assignment here. Run grader check in your kit's folder (the one holding "
+                          "assignments/), or pass -a with the path of an assignment folder")
+    known = ", ".join(sorted(candidates))
     if not matches:
         raise GraderError(f"could not tell which assignment {submission.name} is for; pass -a/--assignment "
                           f"(known: {known})")
@@ -162,7 +166,7 @@ class _NoReference(types.ModuleType):
                                   "its public cases read their setups from the kit: release it again")
 
 
-def _import_cases(folder: Path, package: str, *, kit_reference: str | None = None) -> list["Case"]:
+def _import_cases(folder: Path, package: str, *, kit_reference: str | None = None) -> list[Case]:
     """``kit_reference``: in a student kit, the reference module's name, bound to a stand-in
     while the case files import (and restored after: this process may grade for real too)."""
     saved = {}
@@ -179,7 +183,7 @@ def _import_cases(folder: Path, package: str, *, kit_reference: str | None = Non
                 sys.modules[n] = m
 
 
-def _import_case_files(folder: Path, package: str) -> list["Case"]:
+def _import_case_files(folder: Path, package: str) -> list[Case]:
     from grader.cases import Case
 
     pkg = types.ModuleType(package)

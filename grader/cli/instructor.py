@@ -50,16 +50,14 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     gives lastname_firstname_12345). Each result is saved as soon as it is graded;
     a re-run grades only new or changed submissions (--force grades all again), so an
     interrupted run resumes where it stopped. Every run's scores go into the gradebook.
-    A folder is always a folder of submissions, whatever its files are called (see
-    --folders-are-submissions); two files with one LMS student id are both graded, each
-    under an id of its own, with a warning. Sample trees (expected.toml): `grader validate`.
+    A folder is a folder of submissions whatever its files are called (--folders-are-submissions:
+    one student's); two files of one LMS id are both graded, under ids of their own, with a warning.
 
     \b
     Examples:
       grader grade submissions/ -a masked-attention
       grader grade canvas_export/ -a masked-attention -o reports/hw3 -j 4
       grader grade late/alice.py late/bob.ipynb -a masked-attention -o reports/hw3
-      grader grade late/erin/ -a masked-attention -o reports/hw3 --folders-are-submissions
       grader grade canvas_export/ -a masked-attention -o reports/hw3 --force
       grader grade canvas_export/ -a masked-attention -o reports/hw3 --cluster tcp://head-node:8786
       grader grade canvas_export/ -a masked-attention --lang zh-CN --dashboard-lang en
@@ -128,6 +126,8 @@ class Progress:
             click.echo(f"Waiting for the other run writing to this folder ({e.message}) to finish...", err=True)
         elif e.kind == "plan":
             self.t0 = time.monotonic()
+            if e.message:  # why files graded before are graded again
+                click.echo(e.message, err=True)
             if e.total == 0:
                 click.echo(f"Nothing to grade: all {e.reused} submission(s) are unchanged since they were graded "
                            "(--force grades them again).", err=True)

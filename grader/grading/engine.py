@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Collection
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 from grader import untrusted
+from grader.assignment.signatures import call_defaults
 from grader.assignment.spec import Assignment
 from grader.cases import CaseInstance, Setup, Verdict
 from grader.errors import AssignmentSpecError, GraderError
@@ -54,9 +56,12 @@ class Engine:
     and call plan (`share_setups_from`)."""
 
     def __init__(self, assignment: Assignment, sandbox: GradingSandbox, *, public_only: bool = False,
-                 device: torch.device | str = "cpu", max_restarts: int = 6, lang: str | None = None):
-        """``lang``: the language recorded for the students' feedback (``--lang``); default: the
-        assignment's ``lang``, else the locale (`grader.i18n.choose`)."""
+                 device: torch.device | str = "cpu", max_restarts: int = 6, lang: str | None = None,
+                 only: Collection[str] | None = None, setups: dict[str, Setup] | None = None):
+        """Built by `grader.grading.factory`. ``lang``: the language recorded for the students'
+        feedback (``--lang``); default: the assignment's ``lang``, else the locale
+        (`grader.i18n.choose`). ``only``: run just these case instance ids. ``setups``: reference
+        results computed already (``factory.reference_setups``)."""
         self.assignment = assignment
         self.lang = choose(lang, assignment.lang)
         self.sandbox = sandbox
@@ -65,8 +70,10 @@ class Engine:
         # Six: code that hangs on every float16 call times out in the six float16 cases of
         # masked-attention and still gets the rest graded (submission_timeout_s bounds the total).
         self.max_restarts = max_restarts
-        self.instances = assignment.instances(public_only=public_only)
-        self.setups: dict[str, Setup] = {}
+        self.instances = [i for i in assignment.instances(public_only=public_only) if only is None or i.id in only]
+        self.defaults = call_defaults(assignment.entry_points)
+        """The entry points' documented defaults: a case's call leaves out arguments equal to them."""
+        self.setups: dict[str, Setup] = dict(setups or {})
         """Case instance id -> its setup, computed once (`setup`), shared by engines of one batch."""
         self._environment: Environment | None = None
         self.intake = Intake()
@@ -95,7 +102,7 @@ class Engine:
             s = self.setups[inst.id] = compute_setup(self.assignment, inst, self.device)
         return s
 
-    def share_setups_from(self, other: "Engine") -> None:
+    def share_setups_from(self, other: Engine) -> None:
         """Reuse another engine's computed setups (same assignment): one reference computation per batch."""
         if other.assignment is not self.assignment:
             raise ValueError("engines grade different assignments")
@@ -285,7 +292,7 @@ class Engine:
         (see `NotifyingCalls`)."""
         worker.reply_cap = reply_cap(self.setup(inst))
         try:
-            v = inst.case.check_fn(Student(worker if on_call is None else NotifyingCalls(worker, on_call)),
+            v = inst.case.check_fn(Student(worker if on_call is None else NotifyingCalls(worker, on_call), self.defaults),
                                    self.setup(inst), inst.param)
             return CaseOutcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
         except StudentError as e:
@@ -310,7 +317,7 @@ class Engine:
 
             reference = importlib.import_module(self.assignment.reference)
             try:
-                inst.case.check_fn(Student(ReferenceWorker(reference)), self.setup(inst), inst.param)
+                inst.case.check_fn(Student(ReferenceWorker(reference), self.defaults), self.setup(inst), inst.param)
                 known = True
             except NotInReference:
                 known = True
