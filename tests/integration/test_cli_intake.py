@@ -14,7 +14,7 @@ import hostile_inputs
 from grader.cli.app import main
 from grader.submission.ids import name_hash
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # full tier: a class of 30 graded through the CLI, and a grader ci run
 
 
 @pytest.fixture(scope="module")

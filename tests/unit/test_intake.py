@@ -30,6 +30,7 @@ def test_a_bounded_load_gives_what_an_in_process_load_gives(intake, tmp_path):
         assert intake.load(path, main_module="attention.py") == load_submission(path, main_module="attention.py")
 
 
+@pytest.mark.slow  # full tier: megabytes of notebook, or a deadline to wait for
 @pytest.mark.parametrize("attack", sorted(hostile_inputs.INTAKE))
 def test_each_hostile_input_is_read_or_refused_for_its_student_alone(intake, tmp_path, attack):
     make, expected = hostile_inputs.INTAKE[attack]
@@ -45,6 +46,7 @@ def test_each_hostile_input_is_read_or_refused_for_its_student_alone(intake, tmp
     assert ordinary.error is None and ordinary.units
 
 
+@pytest.mark.slow  # full tier: megabytes of notebook, or a deadline to wait for
 def test_a_file_that_never_ends_is_stopped_at_the_deadline(tmp_path):
     fifo = tmp_path / "stuck.py"
     os.mkfifo(fifo)  # open() blocks for ever: nobody writes
@@ -55,6 +57,7 @@ def test_a_file_that_never_ends_is_stopped_at_the_deadline(tmp_path):
         assert reader.load(CORRECT).error is None  # a fresh reader for the next one
 
 
+@pytest.mark.slow  # full tier: megabytes of notebook, or a deadline to wait for
 def test_a_file_that_needs_too_much_memory_is_stopped_at_the_budget(tmp_path):
     path = hostile_inputs.tiny_statements(tmp_path, statements=200_000)
     with Intake(IntakeLimits(memory_bytes=24 << 20)) as reader:
@@ -64,6 +67,7 @@ def test_a_file_that_needs_too_much_memory_is_stopped_at_the_budget(tmp_path):
         assert reader.load(CORRECT).error is None
 
 
+@pytest.mark.slow  # full tier: megabytes of notebook, or a deadline to wait for
 def test_a_notebook_whose_self_check_cell_is_huge_reads_within_the_deadline(tmp_path):
     path = hostile_inputs.self_check_flood(tmp_path)
     with Intake(IntakeLimits(seconds=120)) as reader:  # quadratic before: minutes on this machine
