@@ -16,10 +16,12 @@ from typing import Any
 from grader.i18n import DEFAULT as DEFAULT_LANG
 from grader.i18n import Msg, as_msg
 
-SCHEMA_VERSION = 2
-"""2: messages also kept as gettext msgids with arguments (``*_i18n``), and the report's ``lang``."""
-READABLE_VERSIONS = (1, 2)
-"""Version 1 results read as English-only messages (they render in English in every language)."""
+SCHEMA_VERSION = 3
+"""2: messages also kept as gettext msgids with arguments (``*_i18n``), and the report's ``lang``.
+3: ``evidence.output_digest``, a digest of what a failed case's calls returned."""
+READABLE_VERSIONS = (1, 2, 3)
+"""Version 1 results read as English-only messages (they render in English in every language);
+versions 1 and 2 have no output digests."""
 
 
 def split_message(obj: Any, text: str, i18n: str) -> None:
@@ -128,6 +130,11 @@ class Evidence:
     """For errors: the student's exception, traceback cut to their own frames."""
     notes_i18n: list[Msg] = field(default_factory=list)
     """``notes`` as translatable messages, one per note (empty in results before schema 2)."""
+    output_digest: str | None = None
+    """For a case that failed (a wrong result, not an error): a SHA-256 digest (32 hex digits) of
+    every value the submission's calls returned in it, bit for bit. Two submissions with the same
+    digest on a case gave identical wrong outputs there (the similarity report); it reveals nothing
+    of the inputs. None for other outcomes and before schema 3."""
 
     def __post_init__(self) -> None:
         if any(isinstance(n, Msg) for n in self.notes):

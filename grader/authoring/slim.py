@@ -3,7 +3,8 @@
 ``grader release`` puts it in the kit (``wheel/``), so the student's install is what the kit
 carries: the public cases' expected results come precomputed (``grader.grading.stored``) and no solution
 is installed. Built from the running grader's own files with the standard library (a wheel is a
-zip with METADATA, WHEEL, entry_points.txt and RECORD).
+zip with METADATA, WHEEL, entry_points.txt and RECORD). The instructor's Gradescope autograder
+(`grader.authoring.gradescope`) builds the same wheel with the reference inside.
 """
 
 from __future__ import annotations
@@ -43,15 +44,23 @@ def _digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(out_dir: Path) -> Path:
-    """Write ``attention_grader-<version>-py3-none-any.whl`` (the grader package only) into ``out_dir``."""
+def build_wheel(out_dir: Path, *, with_reference: bool = False) -> Path:
+    """Write ``attention_grader-<version>-py3-none-any.whl`` into ``out_dir``: the grader package
+    only, or with the trusted ``reference`` package too (``with_reference``: for the instructor's
+    autograder, never for a student)."""
     version = grader.__version__
     name = f"attention_grader-{version}-{WHEEL_TAG}.whl"
     info = f"attention_grader-{version}.dist-info"
-    root = Path(grader.__file__).resolve().parent
+    roots = [Path(grader.__file__).resolve().parent]
+    if with_reference:
+        import reference
+
+        roots.append(Path(reference.__file__).resolve().parent)
     extras = sorted({r.split("extra ==")[1].strip().strip("'\"") for r in _requires() if "extra ==" in r})
     meta = "\n".join(["Metadata-Version: 2.1", f"Name: {DIST}", f"Version: {version}",
-                      "Summary: attention-grader for students: checks public cases; carries no reference solution",
+                      ("Summary: attention-grader for the instructor's autograder, with the reference solution"
+                       if with_reference else
+                       "Summary: attention-grader for students: checks public cases; carries no reference solution"),
                       "Requires-Python: >=3.11", *(f"Provides-Extra: {e}" for e in extras),
                       *(f"Requires-Dist: {r}" for r in _requires())]) + "\n"
     entries = {f"{info}/METADATA": meta.encode(),
@@ -61,11 +70,12 @@ def build_wheel(out_dir: Path) -> Path:
     path = out_dir / name
     record = []
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for p in _files(root):
-            data = p.read_bytes()
-            arc = "grader/" + p.relative_to(root).as_posix()
-            z.writestr(arc, data)
-            record.append(f"{arc},{_digest(data)},{len(data)}")
+        for root in roots:
+            for p in _files(root):
+                data = p.read_bytes()
+                arc = f"{root.name}/" + p.relative_to(root).as_posix()
+                z.writestr(arc, data)
+                record.append(f"{arc},{_digest(data)},{len(data)}")
         for arc, data in entries.items():
             z.writestr(arc, data)
             record.append(f"{arc},{_digest(data)},{len(data)}")

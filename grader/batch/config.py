@@ -8,6 +8,7 @@ from pathlib import Path
 
 from grader.assignment.spec import Assignment
 from grader.batch.summary import Summary
+from grader.report.lms import LmsFiles
 from grader.results import GradeReport
 
 
@@ -33,6 +34,10 @@ class BatchConfig:
     """The students' feedback language (``--lang``; default: the assignment's, else the locale)."""
     dashboard_lang: str | None = None
     """The dashboard's language (``--dashboard-lang``; default: the locale)."""
+    similarity: bool = True
+    """Write the similarity report (similarity.html and .csv) over this run's submissions."""
+    canvas_column: str | None = None
+    """The Canvas assignment column's header in canvas.csv (default: the assignment's title)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,12 @@ class BatchResult:
     summary: Summary | None = None
     earlier: int = 0
     """Results in the folder from earlier runs for students not in this batch (shown on the dashboard too)."""
+    similarity: Path | None = None
+    """similarity.html, when it was written."""
+    similar_pairs: int = 0
+    """Pairs listed in it."""
+    lms: LmsFiles | None = None
+    """The LMS gradebook imports written (`grader.report.lms.LmsFiles`), once written."""
     gradebook: Path | None = None
     isolation: str = ""
     """The sandbox level the slots ran with (empty when nothing was graded)."""

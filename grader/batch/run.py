@@ -31,7 +31,7 @@ from grader.records.gradebook import GRADEBOOK_NAME, Gradebook
 from grader.records.ledger import Ledger, LedgerKey, mode_of
 from grader.report import RunInfo, load_results, write_all
 from grader.submission.discover import discover
-from grader.submission.load import load_submission
+from grader.submission.load import LoadedSubmission, load_submission
 
 
 def run_batch(cfg: BatchConfig, on_event: Callable[[Event], None] = lambda e: None) -> BatchResult:
@@ -76,7 +76,7 @@ def run_batch(cfg: BatchConfig, on_event: Callable[[Event], None] = lambda e: No
                 book.finish_run(run_id, status=status, isolation=result.isolation, graded=result.graded,
                                 reused=result.reused, failed_to_load=result.failed_to_load, errors=len(result.errors))
         if not result.interrupted:
-            _write_outputs(cfg, found_ids={f.id for f in found.submissions}, result=result)
+            _write_outputs(cfg, subs={f.id: s for f, s in zip(found.submissions, subs)}, result=result)
     result.elapsed_s = time.perf_counter() - t0
     return result
 
@@ -120,8 +120,9 @@ def _cluster_backend(spec, a, dev: torch.device, debug: bool, lang: str | None) 
     return ClusterBackend(spec, a, dev, debug=debug, lang=lang)
 
 
-def _write_outputs(cfg: BatchConfig, *, found_ids: set[str], result: BatchResult) -> None:
-    """Dashboard and exports over every result of this assignment in the folder."""
+def _write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], result: BatchResult) -> None:
+    """Similarity over this run's submissions, then the dashboard and exports over every result of
+    this assignment in the folder."""
     a = cfg.assignment
     results_dir = cfg.out_dir / "results"
     if not any(results_dir.glob("*.json")):
@@ -129,10 +130,18 @@ def _write_outputs(cfg: BatchConfig, *, found_ids: set[str], result: BatchResult
     reports = [r for r in load_results(results_dir) if r.assignment.id == a.id]
     if not reports:
         return
+    found_ids = set(subs)
+    if cfg.similarity and len(subs) >= 2:
+        from grader.batch.similarity import write_batch_similarity
+
+        result.similarity, _, result.similar_pairs = write_batch_similarity(
+            a, subs, reports, cfg.out_dir, lang=cfg.dashboard_lang)
     run = RunInfo(assignment=a.id, version=a.version, title=a.title, grader_version=__version__,
                   isolation=", ".join(sorted({r.environment.isolation for r in reports})))
     written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False,
-                        pages_current=result.pages_written, lang=cfg.lang, dashboard_lang=cfg.dashboard_lang)
+                        pages_current=result.pages_written, lang=cfg.lang, dashboard_lang=cfg.dashboard_lang,
+                        canvas_column=cfg.canvas_column)
     result.dashboard = written.index
+    result.lms = written.lms
     result.summary = summarize(reports)
     result.earlier = sum(r.submission.id not in found_ids for r in reports)

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from grader.cli.common import ExitCode, dashboard_lang_option, lang_option, operator_errors
+from grader.cli.courses import canvas_column_option, echo_lms, echo_similarity, no_similarity_option
 from grader.errors import GraderError
 from grader.i18n import LANGUAGES
 
@@ -34,12 +35,15 @@ from grader.i18n import LANGUAGES
               help="Grade on a Dask cluster: a scheduler address (tcp://host:8786) or local:N worker processes. "
                    "Needs the cluster extra; see docs/cluster.md.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
+@no_similarity_option
+@canvas_column_option
 @lang_option
 @dashboard_lang_option
 @operator_errors
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
-          verbose: bool, lang: str | None, dashboard_lang: str | None) -> None:
+          verbose: bool, no_similarity: bool, canvas_column: str | None, lang: str | None,
+          dashboard_lang: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -64,6 +68,7 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     Writes, under OUTPUT (default reports/ASSIGNMENT):
       results/<id>.json   canonical results      <id>.html   each student's report
       index.html          the class dashboard     grades.csv, junit.xml, summary.md, gradescope/
+      similarity.html     pairs to review         canvas.csv, moodle.csv   LMS imports (docs/lms.md)
       gradebook.sqlite    every run's scores      ledger.sqlite   what is already graded
 
     Exit status: 0 when the batch ran (students failing cases is not an error),
@@ -81,14 +86,14 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         from grader.batch.run import run_batch
 
     if cluster is not None and jobs is not None:
-        raise click.UsageError("-j/--jobs and --cluster cannot be combined: the cluster's workers grade in "
-                               "parallel (--cluster local:N for N local worker processes)")
+        raise click.UsageError("-j/--jobs and --cluster cannot be combined: the cluster's workers grade in parallel "
+                               "(--cluster local:N for N local worker processes)")
     try:
         a = resolve_assignment(assignment)
         cfg = BatchConfig(assignment=a, paths=list(submissions), out_dir=out_dir or Path("reports") / a.id,
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
                           device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster,
-                          lang=lang, dashboard_lang=dashboard_lang)
+                          lang=lang, dashboard_lang=dashboard_lang, similarity=not no_similarity, canvas_column=canvas_column)
         progress = Progress(verbose=verbose)
         try:
             result = run_batch(cfg, progress.on_event)
@@ -201,6 +206,7 @@ def _print_summary(result, cfg) -> None:
             click.echo(f"    {rate.concept:<22} {rate.students:>4}/{rate.total:<4} {rate.percent:5.1f}%")
     click.echo("")
     click.echo(f"Dashboard: {result.dashboard}")
+    echo_similarity(result.similarity, result.similar_pairs, result.lms)
     click.echo(f"Gradebook: {result.gradebook}")
 
 
@@ -214,10 +220,11 @@ def _print_summary(result, cfg) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks of errors.")
 @click.option("--lang", "lang", type=click.Choice(LANGUAGES), default=None,
               help="Language of the students' reports [default: the one each was graded in].")
+@canvas_column_option
 @dashboard_lang_option
 @operator_errors
 def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, verbose: bool, lang: str | None,
-               dashboard_lang: str | None) -> None:
+               canvas_column: str | None, dashboard_lang: str | None) -> None:
     """Re-create the HTML reports, dashboard and exports from saved results, without grading.
 
     RESULTS_DIR is a results/ folder of <id>.json files written by `grader grade`
@@ -241,9 +248,10 @@ def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, ve
     target = out_dir if out_dir is not None else results_dir.resolve().parent
     with OutputLock(prepare_output(target), hint="try again when it has finished"):
         written = rerender(results_dir, target, release_hidden=release_hidden, lang=lang,
-                           dashboard_lang=dashboard_lang)
+                           dashboard_lang=dashboard_lang, canvas_column=canvas_column)
     click.echo(f"Wrote {len(written.reports)} report(s), grades.csv, junit.xml, summary.md and gradescope/.")
     click.echo(f"Dashboard: {written.index}")
+    echo_lms(written.lms)
 
 
 # --- grader gradebook --------------------------------------------------------------------------
@@ -385,8 +393,7 @@ def runs_cmd(gradebook_path: Path | None, out_dir: Path | None) -> None:
 
 
 def _shown(text: str, limit: int = 300) -> str:
-    """Text from a gradebook, a result or an exception as one terminal line: control characters and
-    escape sequences shown escaped (``\\x1b``), never sent to the terminal (`grader.untrusted.name`)."""
+    """One terminal line, control characters and escapes shown escaped (`grader.untrusted.name`)."""
     from grader.untrusted import name
 
     return name(" ".join(str(text).split()), limit)

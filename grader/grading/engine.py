@@ -24,6 +24,7 @@ from grader.cases import CaseInstance, Setup, Verdict
 from grader.errors import AssignmentSpecError, GraderError
 from grader.grading.case_results import (all_failed, case_result, environment_of, grade_report, labelled,
                                          submission_info, unrun_report)
+from grader.grading.output_digest import DigestingCalls, output_digest
 from grader.grading.output_split import OutputSplit
 from grader.grading.protocols import GradingSandbox, GradingWorker
 from grader.grading.proxy import Student
@@ -281,9 +282,12 @@ class Engine:
         (AssignmentSpecError). `on_call`: called after each of the case's calls returns
         (see `NotifyingCalls`)."""
         worker.reply_cap = reply_cap(self.setup(inst))
+        calls = DigestingCalls(worker if on_call is None else NotifyingCalls(worker, on_call))
         try:
-            v = inst.case.check_fn(Student(worker if on_call is None else NotifyingCalls(worker, on_call)),
-                                   self.setup(inst), inst.param)
+            v = inst.case.check_fn(Student(calls), self.setup(inst), inst.param)
+            if not v.passed:  # the similarity report compares wrong outputs by this digest
+                v = dataclasses.replace(v, evidence=dataclasses.replace(
+                    v.evidence, output_digest=output_digest(calls.returned)))
             return CaseOutcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
         except StudentError as e:
             return raised(self.assignment, inst, e, sub, lambda: self.reference_runs(inst))
