@@ -131,10 +131,8 @@ class Evidence:
     notes_i18n: list[Msg] = field(default_factory=list)
     """``notes`` as translatable messages, one per note (empty in results before schema 2)."""
     output_digest: str | None = None
-    """For a case that failed (a wrong result, not an error): a SHA-256 digest (32 hex digits) of
-    every value the submission's calls returned in it, bit for bit. Two submissions with the same
-    digest on a case gave identical wrong outputs there (the similarity report); it reveals nothing
-    of the inputs. None for other outcomes and before schema 3."""
+    """A failed case's SHA-256 digest (32 hex digits) of every value the submission's calls returned,
+    bit for bit: equal digests, identical wrong outputs (the similarity report). None otherwise."""
 
     def __post_init__(self) -> None:
         if any(isinstance(n, Msg) for n in self.notes):

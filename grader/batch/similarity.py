@@ -28,15 +28,12 @@ def document(student_id: str, sub: LoadedSubmission) -> Document:
     return Document(student_id, units, labels, fingerprints(normalised_tokens(units)))
 
 
-def starter_hashes(assignment: Assignment) -> set[int]:
-    """Fingerprints of every starter file (.py and notebook) of the assignment."""
-    found: set[int] = set()
+def starter_documents(assignment: Assignment) -> list[Document]:
+    """Every starter file (.py and notebook) of the assignment, as the similarity report reads it."""
     folder = assignment.dir / "starter"
-    for path in sorted(folder.glob("*")) if folder.is_dir() else []:
-        if path.suffix in (".py", ".ipynb"):
-            sub = load_submission(path, main_module=assignment.main_module, cell_tag=assignment.cell_tag)
-            found |= document("starter", sub).prints.hashes
-    return found
+    return [document("starter", load_submission(path, main_module=assignment.main_module,
+                                                cell_tag=assignment.cell_tag))
+            for path in (sorted(folder.glob("*")) if folder.is_dir() else []) if path.suffix in (".py", ".ipynb")]
 
 
 def write_batch_similarity(assignment: Assignment, subs: dict[str, LoadedSubmission], reports: list[GradeReport],
@@ -45,6 +42,10 @@ def write_batch_similarity(assignment: Assignment, subs: dict[str, LoadedSubmiss
     returns both paths and the number of pairs listed."""
     docs = {sid: document(sid, s) for sid, s in sorted(subs.items()) if not s.error}
     graded = [r for r in reports if r.submission.id in subs]
-    pairs = ranked_pairs(list(docs.values()), starter_hashes(assignment), graded)
-    page, table = write_similarity(pairs, docs, out_dir, assignment=assignment.id, compared=len(subs), lang=lang)
+    starters = starter_documents(assignment)
+    hashes = {h for d in starters for h in d.prints.hashes}
+    lines = frozenset(line.strip() for d in starters for u in d.units for line in u.splitlines() if line.strip())
+    pairs = ranked_pairs(list(docs.values()), hashes, graded)
+    page, table = write_similarity(pairs, docs, out_dir, assignment=assignment.id, compared=len(subs),
+                                   starter=lines, lang=lang)
     return page, table, len(pairs)

@@ -24,6 +24,8 @@ from grader.untrusted import text as clean_text
 
 SHOWN_PAIRS = 40
 """Pairs with their code side by side on the page; the CSV lists every pair."""
+LISTED_PAIRS = 300
+"""Pairs in the page's ranking table."""
 CONTEXT = 1
 """Unmatched lines shown around matched ones."""
 MAX_SHOWN_LINES = 120
@@ -61,7 +63,9 @@ class PairView:
     blocks_b: list[CodeBlock]
 
 
-def _blocks(doc: Document | None, matched: frozenset[tuple[int, int]]) -> list[CodeBlock]:
+def _blocks(doc: Document | None, matched: frozenset[tuple[int, int]], starter: frozenset[str]) -> list[CodeBlock]:
+    """The matched lines of `doc` with `CONTEXT` lines around; a line that is one of the starter's
+    own (`starter`, stripped) is shown but not marked: it is not what the pair shares."""
     if doc is None or not matched:
         return []
     blocks, budget = [], MAX_SHOWN_LINES
@@ -73,7 +77,8 @@ def _blocks(doc: Document | None, matched: frozenset[tuple[int, int]]) -> list[C
         keep = sorted({n for h in hits for n in range(h - CONTEXT, h + CONTEXT + 1) if 1 <= n <= len(lines)})
         shown, prev = [], 0
         for n in keep[:budget]:
-            shown.append(CodeLine(n, clean_text(lines[n - 1], 300), n in hits, gap_before=n != prev + 1))
+            hit = n in hits and lines[n - 1].strip() not in starter
+            shown.append(CodeLine(n, clean_text(lines[n - 1], 300), hit, gap_before=n != prev + 1))
             prev = n
         budget -= len(shown)
         blocks.append(CodeBlock(one_line(doc.labels[unit], 120), shown))
@@ -84,22 +89,23 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
-def pair_views(pairs: list[Pair], docs: dict[str, Document]) -> list[PairView]:
+def pair_views(pairs: list[Pair], docs: dict[str, Document], starter: frozenset[str] = frozenset()) -> list[PairView]:
     return [PairView(rank=i + 1, a=p.a, b=p.b, page_a=f"{report_filename(p.a)}.html", page_b=f"{report_filename(p.b)}.html",
                      code_a=_pct(p.code_a), code_b=_pct(p.code_b),
                      shared_outputs=[(one_line(s.case_title, 200), s.case_id, s.hidden, s.given_by)
                                      for s in p.shared_outputs],
-                     blocks_a=_blocks(docs.get(p.a), p.lines_a) if i < SHOWN_PAIRS else [],
-                     blocks_b=_blocks(docs.get(p.b), p.lines_b) if i < SHOWN_PAIRS else [])
+                     blocks_a=_blocks(docs.get(p.a), p.lines_a, starter) if i < SHOWN_PAIRS else [],
+                     blocks_b=_blocks(docs.get(p.b), p.lines_b, starter) if i < SHOWN_PAIRS else [])
             for i, p in enumerate(pairs)]
 
 
 def render_similarity(pairs: list[Pair], docs: dict[str, Document], *, assignment: str, compared: int,
-                      lang: str | None = None) -> str:
+                      starter: frozenset[str] = frozenset(), lang: str | None = None) -> str:
+    """The page; `starter`: the starter's lines (stripped), never marked as matched."""
     lang = choose(lang)
     return environment(lang).get_template("similarity.html").render(
-        pairs=pair_views(pairs, docs), assignment=one_line(assignment, 200), compared=compared,
-        shown=SHOWN_PAIRS, csp=CSP, lang=lang)
+        pairs=pair_views(pairs[:LISTED_PAIRS], docs, starter), more=max(0, len(pairs) - LISTED_PAIRS),
+        assignment=one_line(assignment, 200), compared=compared, shown=SHOWN_PAIRS, csp=CSP, lang=lang)
 
 
 def similarity_csv(pairs: list[Pair]) -> str:
@@ -114,9 +120,10 @@ def similarity_csv(pairs: list[Pair]) -> str:
 
 
 def write_similarity(pairs: list[Pair], docs: dict[str, Document], out_dir: str | os.PathLike[str], *,
-                     assignment: str, compared: int, lang: str | None = None) -> tuple[Path, Path]:
+                     assignment: str, compared: int, starter: frozenset[str] = frozenset(),
+                     lang: str | None = None) -> tuple[Path, Path]:
     """``similarity.html`` and ``similarity.csv`` in `out_dir`."""
     out = Path(out_dir)
     page = write_text_atomic(out / SIMILARITY_PAGE, render_similarity(pairs, docs, assignment=assignment,
-                                                                       compared=compared, lang=lang))
+                                                                       compared=compared, starter=starter, lang=lang))
     return page, write_text_atomic(out / "similarity.csv", similarity_csv(pairs))
