@@ -183,12 +183,13 @@ def floor(batch: Path, limit: int | None) -> dict:
 
     torch.set_num_threads(1)
     from grader.assignment.spec import load_assignment
-    from grader.grading.engine import Engine, limits_for
+    from grader.grading.engine import limits_for
+    from grader.grading.factory import engine_for
     from grader.submission.load import load_submission
     from peer_checks import run_in
 
     a = load_assignment("masked-attention")
-    eng = Engine(a, _FloorSandbox(limits_for(a)), device="cpu")
+    eng = engine_for(a, _FloorSandbox(limits_for(a)), device="cpu")
     t0 = time.perf_counter()
     eng.prepare()
     prepare_s = time.perf_counter() - t0

@@ -58,7 +58,8 @@ def install(name: str, log=None) -> tuple[bool, str]:
     t0 = time.time()
 
     def sh(*cmd):
-        logf.write("$ " + " ".join(map(str, cmd)) + "\n"); logf.flush()
+        logf.write("$ " + " ".join(map(str, cmd)) + "\n")
+        logf.flush()
         r = subprocess.run([str(c) for c in cmd], stdout=logf, stderr=subprocess.STDOUT)
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(map(str, cmd[:6]))} ... exited {r.returncode}")

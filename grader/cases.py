@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import torch
 
@@ -56,11 +57,11 @@ class Verdict:
         return self.message_i18n if self.message_i18n is not None else self.message
 
     @staticmethod
-    def ok(message: Msg | str = "", evidence: Evidence | None = None) -> "Verdict":
+    def ok(message: Msg | str = "", evidence: Evidence | None = None) -> Verdict:
         return Verdict(True, None, message, evidence or Evidence())
 
     @staticmethod
-    def fail(concept: str, message: Msg | str, evidence: Evidence | None = None) -> "Verdict":
+    def fail(concept: str, message: Msg | str, evidence: Evidence | None = None) -> Verdict:
         """``concept``: an id the assignment declares (the engine checks it against spec.toml)."""
         return Verdict(False, concept, message, evidence or Evidence())
 
@@ -70,7 +71,7 @@ class Verdict:
         return not self.passed and self.concept is None
 
     @staticmethod
-    def not_implemented(message: Msg | str, evidence: Evidence | None = None) -> "Verdict":
+    def not_implemented(message: Msg | str, evidence: Evidence | None = None) -> Verdict:
         """The code the case calls is still a placeholder (NotImplementedError): no concept, no hint."""
         return Verdict(False, None, message, evidence or Evidence())
 
@@ -129,7 +130,7 @@ class Case:
         self.check_fn = fn
         return fn
 
-    def instances(self) -> list["CaseInstance"]:
+    def instances(self) -> list[CaseInstance]:
         """One instance per parameter (points split evenly), or one for an unparametrised case."""
         if not self.params:
             return [CaseInstance(self, self.id, None, self.points)]

@@ -5,6 +5,8 @@ Student mistakes are never raised as these; they become `CaseResult`s with an ou
 
 from __future__ import annotations
 
+import difflib
+
 import click
 
 
@@ -15,9 +17,14 @@ class GraderError(click.ClickException):
 
 
 class UnknownAssignment(GraderError):
+    """A name that is no assignment here: the known ones (each once), and the closest as a guess."""
+
     def __init__(self, name: str, known: list[str]):
-        listing = ", ".join(sorted(known)) or "none"
-        super().__init__(f"unknown assignment {name!r}; known assignments: {listing}")
+        names = sorted(set(known))
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.85)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        listing = ", ".join(names) or "none"
+        super().__init__(f"unknown assignment {name!r}; {guess}known assignments: {listing}")
 
 
 class NoSubmissions(GraderError):

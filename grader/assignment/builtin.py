@@ -188,6 +188,6 @@ def explanation(concept: str | None) -> str:
     return EXPLANATIONS.get(concept or "", "")
 
 
-def class_phrase(concept: "Concept") -> str:
+def class_phrase(concept: Concept) -> str:
     """The dashboard phrase for `concept`, falling back to its one-line summary."""
     return concept.dashboard or f"failed on: {concept.title}"

@@ -12,7 +12,8 @@ Torch-free: finding and reading specs must stay cheap.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from grader.errors import AssignmentSpecError
 from grader.results import Concept

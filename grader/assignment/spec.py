@@ -55,9 +55,9 @@ class Assignment:
     cell_tag: str | None
     """When set, only notebook cells carrying this tag are graded."""
     entry_points: tuple[EntryPoint, ...]
-    cases: tuple["Case", ...]
+    cases: tuple[Case, ...]
     limits: dict = field(default_factory=dict)
-    concepts: dict[str, "Concept"] = field(default_factory=dict)
+    concepts: dict[str, Concept] = field(default_factory=dict)
     """Diagnosis vocabulary: the grader's core concepts and those spec.toml declares (by id)."""
     reference: str = "reference"
     """The import name of the trusted reference: a top-level module (``reference = "reference"``
@@ -72,7 +72,7 @@ class Assignment:
     """The language students' feedback is in unless ``--lang`` says otherwise (spec.toml ``lang``,
     "en" or "zh-CN"); None: the grader's locale decides."""
 
-    def instances(self, *, public_only: bool = False) -> list["CaseInstance"]:
+    def instances(self, *, public_only: bool = False) -> list[CaseInstance]:
         return [inst for c in self.cases if not (public_only and c.hidden) for inst in c.instances()]
 
     def possible(self, *, public_only: bool = False) -> float:
@@ -162,7 +162,7 @@ class _NoReference(types.ModuleType):
                                   "its public cases read their setups from the kit: release it again")
 
 
-def _import_cases(folder: Path, package: str, *, kit_reference: str | None = None) -> list["Case"]:
+def _import_cases(folder: Path, package: str, *, kit_reference: str | None = None) -> list[Case]:
     """``kit_reference``: in a student kit, the reference module's name, bound to a stand-in
     while the case files import (and restored after: this process may grade for real too)."""
     saved = {}
@@ -179,7 +179,7 @@ def _import_cases(folder: Path, package: str, *, kit_reference: str | None = Non
                 sys.modules[n] = m
 
 
-def _import_case_files(folder: Path, package: str) -> list["Case"]:
+def _import_case_files(folder: Path, package: str) -> list[Case]:
     from grader.cases import Case
 
     pkg = types.ModuleType(package)

@@ -54,8 +54,8 @@ def self_check_reference(full: Assignment, kit_assignment_dir: Path):
     """Grade the trusted reference with the kit alone (stored setups, no reference import):
     the report, which must be 100 %."""
     from grader.device import resolve_device
-    from grader.grading.engine import Engine, limits_for
-    from grader.sandbox import Sandbox
+    from grader.grading.engine import limits_for
+    from grader.grading.factory import engine_for, sandbox_for
     from grader.grading.reference_run import reference_submission
 
     kit = load_assignment(kit_assignment_dir)
@@ -63,6 +63,6 @@ def self_check_reference(full: Assignment, kit_assignment_dir: Path):
         raise AssignmentSpecError(f"{kit_assignment_dir}: the kit has no stored setups")
     dev = resolve_device("cpu")
     with tempfile.TemporaryDirectory(prefix="grader-release-") as tmp, \
-            Sandbox(limits_for(kit), device=str(dev)) as sandbox:
+            sandbox_for(limits_for(kit), str(dev)) as sandbox:
         ref = reference_submission(full, Path(tmp))
-        return Engine(kit, sandbox, public_only=True, device=dev).grade_path(ref, student_id="reference")
+        return engine_for(kit, sandbox, public_only=True, device=dev).grade_path(ref, student_id="reference")

@@ -90,14 +90,42 @@ pytest --submission {notebook}"""
         commands = f"""grader check {submission}       # public cases, a hint for each failure, an HTML report
 pytest                          # the same public cases as pytest tests
 pytest --submission other.py    # another file"""
-    section = "\n## " + say(tr("Checking your work")) + "\n\n" + say(tr(
-        "Install the grader and pytest once, from this folder: {install}", install=install)) + "\n\n" + say(tr(
+    section = setup_section(install, notebook, say) + "\n## " + say(tr("Checking your work")) + "\n\n" + say(tr(
             "Then, in this folder:")) + f"\n\n```bash\n{commands}\n```\n\n" + say(tr(
                 "`grader check` finds the assignment in `assignments/{aid}/` next to your file and prints a hint for "
                 "each failure (an HTML report too). It runs your code in a sandboxed process; {hidden}", aid=aid,
                 hidden=hidden)) + "\n"
     head = original.rstrip() + "\n" if original else f"# {title}\n"
     return head + section
+
+
+def setup_section(install: str, notebook: str | None, say) -> str:
+    """The kit README's first hour: Python, a virtualenv, the CPU build of PyTorch before anything
+    pulls the GPU one, the grader, Jupyter for the notebook; for each operating system."""
+    steps = [
+        say(tr("Python 3.11 or newer (`python3 --version`): older versions cannot install the grader.")),
+        say(tr("A virtual environment in this folder, activated in every new terminal:")) + """
+
+   ```bash
+   python3 -m venv .venv && source .venv/bin/activate
+   ```""",
+        say(tr("PyTorch's CPU build, before the grader (on Linux a plain `pip install torch` downloads several "
+               "GB of GPU libraries that the assignment does not need):")) + """
+
+   ```bash
+   pip install torch --index-url https://download.pytorch.org/whl/cpu      # Linux
+   pip install torch                                                       # macOS
+   ```""",
+        say(tr("Install the grader and pytest once, from this folder: {install}", install=install)),
+    ]
+    if notebook:
+        steps.append(say(tr("For the notebook: `pip install jupyterlab`, then `jupyter lab {notebook}` (VS Code "
+                            "with its Jupyter extension opens it too).", notebook=notebook)))
+    body = "\n".join(f"{n}. {text}" for n, text in enumerate(steps, 1))
+    windows = say(tr("On Windows, `grader check` runs inside WSL (Windows Subsystem for Linux: `wsl --install` "
+                     "in an administrator PowerShell, then every step above in its Ubuntu terminal, Linux lines); "
+                     "the self-check does not start in a plain Windows Python yet."))
+    return "\n## " + say(tr("Setting up (once)")) + "\n\n" + body + "\n\n" + windows + "\n"
 
 
 def ship_catalogs(locales: Path, adir: Path) -> list[Path]:

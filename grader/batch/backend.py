@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import ContextManager, Protocol
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 from grader.batch.recording import Tally
 from grader.records.ledger import LedgerKey
@@ -27,7 +28,7 @@ class Ready:
 
 
 class Backend(Protocol):
-    def start(self, total: int, stop: threading.Event) -> ContextManager[Ready]:
+    def start(self, total: int, stop: threading.Event) -> AbstractContextManager[Ready]:
         """Start the slots for `total` submissions; on exit, `stop` is set and everything is closed."""
         ...
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 from grader.batch.backend import Ready, Todo
 from grader.batch.cluster_pool import ClusterPool

@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 from grader.batch.cluster_spec import ClusterSpec
 from grader.batch.cluster_task import assignment_files, pack
@@ -43,7 +43,7 @@ class ClusterPool:
         self._out: dict = {}
         """Futures sent and not yet collected -> (key, sub)."""
 
-    def __enter__(self) -> "ClusterPool":
+    def __enter__(self) -> ClusterPool:
         try:
             self._connect()
             self._check_workers()

@@ -33,11 +33,14 @@ def worker_facts() -> dict:
 
 
 class GraderPlugin(_PluginBase):
-    """Per worker process: the assignment, one Sandbox (warm zygote) and one Engine for the whole run."""
+    """Per worker process: the assignment, one Sandbox (warm zygote) and one Engine for the whole run,
+    built by `grader.grading.factory` after the same checks a local batch makes."""
 
     def __init__(self, name: str, files: dict[str, bytes], folder: str, device: str, ignore_sigint: bool,
-                 lang: str | None = None):
+                 lang: str | None = None, accept_isolation: str | None = None):
         self.name, self.files, self.folder, self.device = name, files, folder, device
+        self.accept_isolation = accept_isolation
+        """The weaker level the instructor accepts (``--accept-isolation``), else None."""
         self.lang = lang
         """The students' feedback language the reports record (the batch's ``--lang``)."""
         self.ignore_sigint = ignore_sigint
@@ -59,8 +62,8 @@ class GraderPlugin(_PluginBase):
         import torch
 
         from grader.assignment.spec import load_assignment
-        from grader.grading.engine import Engine, limits_for
-        from grader.sandbox import Sandbox
+        from grader.grading.engine import limits_for
+        from grader.grading.factory import batch_engines, sandbox_for
 
         try:
             torch.set_num_threads(1)  # one task at a time per worker process, like one local slot
@@ -69,9 +72,10 @@ class GraderPlugin(_PluginBase):
             root = os.path.join(self._tmp, self.folder)
             write_tree(root, self.files)
             a = load_assignment(root)
-            self._sandbox = Sandbox(limits_for(a), device=self.device)
-            self.engine = Engine(a, self._sandbox, device=torch.device(self.device), lang=self.lang)
-            self.engine.prepare()
+            # The same checks as a local batch, in this worker's own jail: the self-test (limits
+            # included), then the trusted reference at 100 %.
+            self._sandbox = sandbox_for(limits_for(a), self.device, accept_isolation=self.accept_isolation)
+            self.engine, = batch_engines(a, self._sandbox, torch.device(self.device), 1, lang=self.lang)
         except Exception as e:  # noqa: BLE001 - reported to the instructor, who refuses to start
             self.error = f"{type(e).__name__}: {e}"
             self.teardown(None)

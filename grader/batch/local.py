@@ -10,7 +10,7 @@ import gc
 import queue
 import sys
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -19,8 +19,8 @@ from grader.batch import slots
 from grader.batch.backend import Ready, Todo
 from grader.batch.recording import Tally
 from grader.errors import GraderError
-from grader.grading.call_plan import learn_calls
 from grader.grading.engine import Engine, limits_for
+from grader.grading.factory import batch_engines, sandbox_for
 from grader.sandbox import Limits, Sandbox
 
 
@@ -44,8 +44,8 @@ class LocalBackend:
         sandbox: Sandbox | None = None
         try:
             sandbox = start_sandbox(limits_for(self.assignment), str(self.device))
-            self.engines = engines(self.assignment, sandbox, self.device, 1 if self.forked else n, learn=True,
-                                   lang=self.lang)
+            self.engines = batch_engines(self.assignment, sandbox, self.device, 1 if self.forked else n,
+                                         lang=self.lang)
             freeze_heap()
             yield Ready(sandbox.isolation, sandbox.isolation, n)
         finally:
@@ -66,22 +66,9 @@ def start_sandbox(limits: Limits, device: str) -> Sandbox:
     with forked slots, spawns are serialised at the zygote, and a second zygote would cost CPU at
     start-up and memory (docs/performance.md)."""
     try:
-        return Sandbox(limits, device=device)
+        return sandbox_for(limits, device)
     except Exception as e:  # noqa: BLE001
         raise GraderError(f"the sandbox could not start: {e}") from e
-
-
-def engines(a: Assignment, sandbox: Sandbox, dev: torch.device, n: int, *, learn: bool = False,
-            lang: str | None = None) -> list[Engine]:
-    """`n` engines on `sandbox`, sharing one computation of the reference setups and, with `learn`,
-    one call plan learned from the trusted reference; their reports record `lang`."""
-    found = [Engine(a, sandbox, device=dev, lang=lang) for _ in range(n)]
-    found[0].prepare()
-    if learn:
-        learn_calls(found[0], a)
-    for e in found[1:]:
-        e.share_setups_from(found[0])
-    return found
 
 
 def freeze_heap() -> None:

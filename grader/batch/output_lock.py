@@ -7,7 +7,7 @@ import fcntl
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from grader.errors import GradebookBusy, OutputNotWritable
 from grader.report.outdir import writable_dir
@@ -31,7 +31,7 @@ class OutputLock:
         self.on_wait = on_wait
         self._fd: int | None = None
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:

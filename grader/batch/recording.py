@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from grader.batch.config import BatchConfig, BatchResult, Event
 from grader.errors import OutputNotWritable

@@ -86,16 +86,12 @@ def validate(assignment: str, submissions_dir: Path | None, device: str) -> None
       grader validate masked-attention
     """
     from grader.assignment.spec import load_assignment
-    from grader.grading.engine import Engine, limits_for
-    from grader.sandbox import Sandbox
     from grader.authoring.validate import validate as run_validation
-    from grader.device import resolve_device
+    from grader.grading.factory import grading
 
     a = load_assignment(assignment)
-    dev = resolve_device(device)
-    with Sandbox(limits_for(a), device=str(dev)) as sandbox:
-        engine = Engine(a, sandbox, device=dev)
-        engine.prepare()
+    with grading(a, device=device) as engine:
+        sandbox = engine.sandbox
         result = run_validation(a, engine, submissions_dir or _default_submissions())
     for check in result.checks:
         mark = "ok  " if check.ok else "FAIL"

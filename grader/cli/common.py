@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import functools
+import os
+import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable
 
 import click
 
@@ -40,10 +42,6 @@ class ExitCode(enum.IntEnum):
     """Stopped by Ctrl-C / SIGTERM; what finished was recorded and a re-run resumes."""
 
 
-if TYPE_CHECKING:
-    from grader.grading.engine import Engine
-
-
 def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """How every command reports an operator error: one ``Error: ...`` line (exit 2), with the
     traceback too under ``--verbose``. An unexpected exception becomes such a line as well
@@ -60,6 +58,8 @@ def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except (click.exceptions.Exit, click.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            _reader_went_away()
         except Exception as e:
             from grader.sandbox import SandboxError
 
@@ -70,6 +70,14 @@ def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise GraderError(f"unexpected {type(e).__name__}: {e} (rerun with --verbose for details)") from e
 
     return wrapper
+
+
+def _reader_went_away() -> None:
+    """``grader check . | head -2``: the reader closed the pipe, which is not an error to report.
+    Output still buffered would raise again at exit, so stdout is pointed at /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(ExitCode.FAILED)
 
 
 def infer_assignment(submission: Path) -> Assignment:
@@ -89,20 +97,6 @@ def prestart_sandbox(device: str, *, warm_meta: bool = False) -> None:
     """Start the sandbox's zygote now, before this process imports torch, so the two imports run
     side by side; the Sandbox made later adopts it, and when the command ends first (a usage
     error) it is stopped with the command."""
-    from grader.sandbox.prestart import discard, prestart
+    from grader.grading.factory import prestart_zygote
 
-    p = prestart(device, warm_meta=warm_meta)
-    click.get_current_context().call_on_close(lambda: discard(p))
-
-
-@contextlib.contextmanager
-def open_engine(assignment: Assignment, *, device: str = "auto", public_only: bool = False,
-                use_zygote: bool = True) -> Iterator["Engine"]:
-    """A sandbox (its warm zygote, the strongest isolation available) and an engine on it."""
-    from grader.device import resolve_device
-    from grader.grading.engine import Engine, limits_for
-    from grader.sandbox import Sandbox
-
-    dev = resolve_device(device)
-    with Sandbox(limits_for(assignment), device=str(dev), use_zygote=use_zygote) as sandbox:
-        yield Engine(assignment, sandbox, public_only=public_only, device=dev)
+    click.get_current_context().call_on_close(prestart_zygote(device, warm_meta=warm_meta))

@@ -103,16 +103,24 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
         for line in check_lines(g, verbose=verbose):
             click.echo(line)
         from grader.report import write_submission
-        from grader.report.dashboard import report_filename
 
         try:
-            path = write_submission(g.report, out_dir / f"{report_filename(g.report.submission.id)}.html")
+            path = write_submission(g.report, out_dir / _report_name(g.report.submission.id, submission))
         except OSError as e:
             raise OutputNotWritable(f"cannot write the report into {out_dir}: {e.strerror or e}") from e
         click.echo(tr("Report: {path}", path=str(path)).render(g.report.lang))
     finally:
         g.finish()
     _exit_now(ExitCode.OK if all_passed(g.report) else ExitCode.FAILED)
+
+
+def _report_name(student_id: str, submission: Path) -> str:
+    """``attention.html`` for attention.py, ``attention.ipynb.html`` for the notebook beside it: a
+    kit holds both, and checking one must not overwrite the other's report."""
+    from grader.report.dashboard import report_filename
+
+    stem = report_filename(student_id)
+    return f"{stem}.ipynb.html" if submission.suffix.lower() == ".ipynb" else f"{stem}.html"
 
 
 # --- grader ci -----------------------------------------------------------------------------

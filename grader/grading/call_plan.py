@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from grader.grading.engine import Engine
 
 
-def learn_calls(engine: "Engine", a: "Assignment") -> None:
+def learn_calls(engine: Engine, a: Assignment) -> None:
     """Grade the trusted reference once, in a worker like any other, to learn the requests each case
     makes (``Engine.learn_calls``), and to prove the environment: the reference must score 100 % in
     this machine's real jail, or nothing is graded (`GraderError`). Where the reference does not

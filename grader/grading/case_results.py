@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import platform
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -64,7 +64,7 @@ def grade_report(a: Assignment, info: SubmissionInfo, results: list[CaseResult],
     return GradeReport(
         submission=info, assignment=AssignmentInfo(a.id, a.version, a.title), score=total(results),
         cases=results, load=load, environment=environment,
-        graded_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+        graded_at=datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
         public_only=public_only, concepts=list(a.concepts.values()), lang=lang)
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Collection
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -54,9 +55,12 @@ class Engine:
     and call plan (`share_setups_from`)."""
 
     def __init__(self, assignment: Assignment, sandbox: GradingSandbox, *, public_only: bool = False,
-                 device: torch.device | str = "cpu", max_restarts: int = 6, lang: str | None = None):
-        """``lang``: the language recorded for the students' feedback (``--lang``); default: the
-        assignment's ``lang``, else the locale (`grader.i18n.choose`)."""
+                 device: torch.device | str = "cpu", max_restarts: int = 6, lang: str | None = None,
+                 only: Collection[str] | None = None, setups: dict[str, Setup] | None = None):
+        """Built by `grader.grading.factory`. ``lang``: the language recorded for the students'
+        feedback (``--lang``); default: the assignment's ``lang``, else the locale
+        (`grader.i18n.choose`). ``only``: run just these case instance ids. ``setups``: reference
+        results computed already (``factory.reference_setups``)."""
         self.assignment = assignment
         self.lang = choose(lang, assignment.lang)
         self.sandbox = sandbox
@@ -65,8 +69,8 @@ class Engine:
         # Six: code that hangs on every float16 call times out in the six float16 cases of
         # masked-attention and still gets the rest graded (submission_timeout_s bounds the total).
         self.max_restarts = max_restarts
-        self.instances = assignment.instances(public_only=public_only)
-        self.setups: dict[str, Setup] = {}
+        self.instances = [i for i in assignment.instances(public_only=public_only) if only is None or i.id in only]
+        self.setups: dict[str, Setup] = dict(setups or {})
         """Case instance id -> its setup, computed once (`setup`), shared by engines of one batch."""
         self._environment: Environment | None = None
         self.plan = CallPlan()
@@ -93,7 +97,7 @@ class Engine:
             s = self.setups[inst.id] = compute_setup(self.assignment, inst, self.device)
         return s
 
-    def share_setups_from(self, other: "Engine") -> None:
+    def share_setups_from(self, other: Engine) -> None:
         """Reuse another engine's computed setups (same assignment): one reference computation per batch."""
         if other.assignment is not self.assignment:
             raise ValueError("engines grade different assignments")

@@ -45,7 +45,7 @@ class Student:
             return type(value)(self._wrap(v) for v in value)
         return value
 
-    def vjp(self, target: "str | tuple[StudentObject, str]", args: tuple, kwargs: dict | None = None, *,
+    def vjp(self, target: str | tuple[StudentObject, str], args: tuple, kwargs: dict | None = None, *,
             wrt: list[int], cotangent: Any, output_index: int | None = None) -> tuple[Any, list[Any]]:
         """Call ``target`` with gradients on the ``wrt`` positional tensors and return
         (output, gradients of (output * cotangent).sum())."""

@@ -97,7 +97,7 @@ class NotInReference(AttributeError):
     """The reference module does not provide a name a case calls (an instructor's own assignment)."""
 
 
-def reference_submission(assignment: "Assignment", workdir: Path) -> Path:
+def reference_submission(assignment: Assignment, workdir: Path) -> Path:
     """A folder submission whose main module re-exports the trusted reference's entry points."""
     folder = workdir / "reference-solution"
     names = ", ".join(e.name for e in assignment.entry_points)

@@ -9,7 +9,8 @@ started (a public case's are the student's anyway: ``grader check`` runs them).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
+from collections.abc import Callable, Sequence
 
 from grader.cases import CaseInstance
 

@@ -1,9 +1,9 @@
 """Grading one submission, the sandbox started first: what ``grader check``, ``grader ci``, the
 kit's pytest plugin and the notebook self-check share.
 
-``grade_one`` loads the assignment and the submission while an ``EarlySandbox`` starts on a thread
-(its zygote imports torch), computes the reference results, then grades in that sandbox and
-returns a ``Graded``: the report plus what a self-check says around it (hidden counts, which file).
+``grade_one`` loads the assignment and the submission while an ``EarlySandbox``
+(`grader.grading.factory`) starts on a thread (its zygote imports torch), computes the reference
+results, then builds the engine on that sandbox, grades and returns a ``Graded``: the report plus what a self-check says around it (hidden counts, which file).
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import gc
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from grader.assignment.kit import Choice, choose_main, read_spec, starter_fingerprints, untouched_note
 from grader.errors import GraderError
+from grader.grading.factory import EarlySandbox, engine_for, reference_setups
 from grader.i18n import Msg
 
 
@@ -35,45 +37,15 @@ def quiet_gc() -> Iterator[None]:
             gc.enable()
 
 
-class EarlySandbox:
-    """A ``Sandbox`` (and its zygote, which imports torch) started on a thread, right away."""
+def start_early(folder: Path, device: str) -> EarlySandbox:
+    """The sandbox for the assignment in `folder` (its spec's [limits]), starting on a thread now."""
+    # One submission rarely needs the meta device, so the zygote should not warm it up.
+    return EarlySandbox(read_spec(folder).get("limits") or {}, device, warm_meta=False)
 
-    def __init__(self, folder: Path, device: str):
-        self.box: list[Any] = []
-        self.error: BaseException | None = None
-        limits = read_spec(folder).get("limits") or {}
-        self._thread = threading.Thread(target=self._run, args=(limits, device), daemon=True,
-                                        name="grader-sandbox-start")
-        self._thread.start()
 
-    @classmethod
-    def start(cls, folder: Path, device: str) -> "EarlySandbox | None":
-        """Start now when ``device`` is known without torch; None for "auto" (decided later)."""
-        return cls(folder, device) if device == "cpu" or device.startswith("cuda") else None
-
-    def _run(self, limits: dict, device: str) -> None:
-        try:
-            from grader.sandbox import Limits, Sandbox
-
-            try:
-                lim = Limits(**limits)
-            except TypeError:
-                lim = Limits()  # grade_one() reports the bad key once the assignment is loaded
-            # One submission rarely needs the meta device, so the zygote should not warm it up.
-            self.box.append(Sandbox(lim, device=device, warm_meta=False))
-        except BaseException as e:  # re-raised on the calling thread by get()
-            self.error = e
-
-    def get(self):
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.box[0]
-
-    def close(self) -> None:
-        self._thread.join()
-        if self.box:
-            self.box[0].close()
+def known_device(device: str) -> bool:
+    """`device` is known without importing torch (not "auto"), so the sandbox can start now."""
+    return device == "cpu" or device.startswith("cuda")
 
 
 @dataclass(frozen=True)
@@ -104,20 +76,20 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
     """Grade one submission against the assignment in ``folder``, the sandbox started first.
 
     ``only``: run just these case instance ids (the pytest plugin's selection).
-    ``early``: a sandbox already starting (``EarlySandbox.start``); grade_one closes it. Anything
+    ``early``: a sandbox already starting (`start_early`); grade_one closes it. Anything
     with ``get()`` and ``close()`` will do: ``grader.notebook`` passes one whose close() keeps its
     sandbox warm for the kernel's next check.
     ``lang``: the feedback's language (``--lang``; default the assignment's, else the locale).
     ``close_in_background``: shut the sandbox down on a thread (the zygote takes a while to exit)
     while the caller prints and writes reports; call ``Graded.finish()`` before exiting.
     """
-    if early is None:
-        early = EarlySandbox.start(folder, device)
+    if early is None and known_device(device):
+        early = start_early(folder, device)
     graded: Graded | None = None
     try:
         with quiet_gc():
             from grader.assignment.spec import load_assignment
-            from grader.grading.engine import Engine, limits_for
+            from grader.grading.engine import limits_for
             from grader.assignment.kit import kit_info
             from grader.submission.load import load_submission
 
@@ -126,19 +98,20 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
             from grader.device import resolve_device
 
             device = str(resolve_device(device))
-            early = EarlySandbox(folder, device)
+            early = start_early(folder, device)
         limits = limits_for(a)
         starters = starter_fingerprints(folder)
         choice = choose_main(submission, a.main_module, starters) if submission.is_dir() else Choice(None)
         path = submission.resolve() if submission.is_dir() else submission  # `grader check .` names the folder
         sub = load_submission(path, main_module=choice.main or a.main_module, cell_tag=a.cell_tag)
-        engine = Engine(a, None, public_only=public_only, device=device, lang=lang)
-        if only is not None:
-            engine.instances = [i for i in engine.instances if i.id in set(only)]
-        engine.prepare()  # inputs and reference results, while the sandbox may still be starting
-        sandbox = engine.sandbox = early.get()
+        # Inputs and reference results, while the sandbox may still be starting.
+        setups = reference_setups(a, device, public_only=public_only, only=only)
+        sandbox = early.get()
         if sandbox.limits != limits:
             raise GraderError(f"{folder / 'spec.toml'}: the [limits] table could not be applied")
+        engine = engine_for(a, sandbox, public_only=public_only, device=device, lang=lang, only=only,
+                            setups=setups)
+        engine.prepare()
         if any(i.case.meta for i in engine.instances):
             sandbox.warm_meta()  # once in the zygote, instead of in the worker (no-op when warm already)
         report = engine.grade(sub)

@@ -5,7 +5,7 @@ exception says never decides the outcome, only the concept it points to."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from grader.assignment.spec import Assignment
 from grader.cases import CaseInstance, Verdict

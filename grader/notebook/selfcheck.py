@@ -51,10 +51,10 @@ class _Kept:
     ``grade_one`` takes it as its ``early`` sandbox; its ``close()`` keeps it running."""
 
     def __init__(self, folder: Path, device: str):
-        from grader.grading.single import EarlySandbox
+        from grader.grading.single import start_early
 
         self.pid = os.getpid()
-        self._early = EarlySandbox(folder, device)
+        self._early = start_early(folder, device)
 
     def get(self) -> Any:
         return self._early.get()
@@ -137,7 +137,7 @@ def _grade(folder: Path, nb: Path, device: str, only: list[str] | None) -> Any:
 
 
 def check(function: str | None = None, *, path: str | os.PathLike | None = None,
-          device: str = "cpu") -> "CheckResult":
+          device: str = "cpu") -> CheckResult:
     """Grade the saved notebook on the public cases (only those that call ``function``, if given).
 
     Args:

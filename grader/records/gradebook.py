@@ -12,7 +12,7 @@ import csv
 import io
 import sqlite3
 from dataclasses import astuple, dataclass, fields
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from grader.errors import GraderError
@@ -106,7 +106,7 @@ FROM scores s JOIN runs r ON r.id = s.run_id
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 class Gradebook:
@@ -160,7 +160,7 @@ class Gradebook:
                 "isolation=COALESCE(NULLIF(?, ''), isolation) WHERE id=?",
                 (now_iso(), status, graded, reused, failed_to_load, errors, storable(isolation), run_id))
 
-    def _write(self) -> "_Tx":
+    def _write(self) -> _Tx:
         return _Tx(self._conn, self.path)
 
     # --- reading ---
@@ -195,7 +195,7 @@ class Gradebook:
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> "Gradebook":
+    def __enter__(self) -> Gradebook:
         return self
 
     def __exit__(self, *exc: object) -> None:

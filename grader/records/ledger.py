@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from grader.errors import GradebookBusy, GraderError
@@ -109,7 +109,7 @@ class Ledger:
         """Store `report` under `key` (replacing an earlier entry with the same key), committed.
         `data`: ``to_dict(report)`` when the caller already has it."""
         text = json_text(to_dict(report) if data is None else data)
-        now = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+        now = datetime.now(UTC).replace(microsecond=0).isoformat()
         try:
             with self._conn:
                 self._conn.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -123,7 +123,7 @@ class Ledger:
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,7 +13,7 @@ Everything here is pure: functions return lines, the CLI prints them.
 from __future__ import annotations
 
 import secrets
-from typing import Iterable
+from collections.abc import Iterable
 
 from grader.report.text import clean
 from grader.results import GradeReport, Outcome

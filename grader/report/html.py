@@ -25,7 +25,7 @@ from grader.results import GradeReport
 from grader.assignment.concepts import vocabulary
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def environment(lang: str = DEFAULT) -> jinja2.Environment:
     """The shared Jinja environment of `lang` (templates in grader/report/templates, autoescape
     everywhere, ``_``/``gettext``/``ngettext`` translating into `lang`)."""
@@ -41,7 +41,7 @@ def environment(lang: str = DEFAULT) -> jinja2.Environment:
     return env
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def asset_script(name: str) -> tuple[Markup, str]:
     """Our own JS file (never student text) as markup, and its CSP hash source."""
     env = environment()

@@ -38,7 +38,7 @@ def lead_sentence(public_points: float, hidden_cases: int, hidden_points: float,
               total=fmt_points(public_points + hidden_points), hidden=hidden).render(lang)
 
 
-def check_lines(g: "Graded", *, verbose: bool = False, lang: str | None = None) -> list[str]:
+def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) -> list[str]:
     """What ``grader check`` prints in `lang` (default: the report's): one line per case, a hint
     under each failure, the total."""
     from grader.report.text import one_line

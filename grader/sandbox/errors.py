@@ -26,7 +26,7 @@ class StudentError(SandboxError):
 class WorkerTimeout(SandboxError):
     """The worker ran past a wall-clock limit and was killed (with everything it started)."""
 
-    def __init__(self, phase: "Msg | str", seconds: float):
+    def __init__(self, phase: Msg | str, seconds: float):
         self.text = tr("time limit of {seconds} s exceeded while {phase}", seconds=format(seconds, "g"), phase=phase)
         """What the student reads, translatable."""
         super().__init__(str(self.text))
@@ -38,7 +38,7 @@ class WorkerTimeout(SandboxError):
 class WorkerCrashed(SandboxError):
     """The worker died or was stopped: kind is "memory", "signal", "exit", "output" or "disk"."""
 
-    def __init__(self, kind: str, message: "Msg | str"):
+    def __init__(self, kind: str, message: Msg | str):
         super().__init__(str(message))
         self.kind = kind
         self.message = str(message)

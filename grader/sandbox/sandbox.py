@@ -83,7 +83,7 @@ class Sandbox:
 
     def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
                  isolation: str = "auto", warm_meta: bool = True, prestarted: prestart.Prestart | None = None,
-                 self_test: bool = True):
+                 self_test: bool = True, accept_isolation: str | None = None):
         """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
 
         warm_meta: have the zygote run its first meta-device op before any worker starts (paid
@@ -96,12 +96,16 @@ class Sandbox:
 
         self_test: run the environment self-test (``grader.sandbox.selftest``) in a real worker
         before returning; raises ``EnvironmentBroken`` where this machine's jail would fail
-        correct code.
+        correct code, or where a limit the level claims did not fire.
+
+        accept_isolation: the weaker level (its name) an instructor accepts where the self-test
+        proves less than the level claims; it is then the level every result records.
         """
         if isolation not in ("auto", "process"):
             raise ValueError(f"isolation must be 'auto' or 'process', not {isolation!r}")
         self.limits = limits
         self.device = device
+        self._accept = accept_isolation
         self._lock = threading.Lock()
         self._zlock: Any = contextlib.nullcontext()
         """Held around each zygote request; a process lock once `share_with_forks` is called."""

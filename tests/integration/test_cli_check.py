@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +93,35 @@ def test_unknown_assignment_lists_known_ones(tmp_path):
     line = _one_error_line(run(str(CORRECT), "-a", "flash-attention", "-o", str(tmp_path)))
     assert line.startswith("Error: unknown assignment 'flash-attention'; known assignments: ")
     assert "masked-attention" in line and "mha-kv-cache" in line
+
+
+def test_a_misspelt_assignment_gets_a_guess_and_each_name_once(tmp_path):
+    line = _one_error_line(run(str(CORRECT), "-a", "masked-atention", "-o", str(tmp_path)))
+    assert line.startswith("Error: unknown assignment 'masked-atention'; did you mean 'masked-attention'? ")
+    assert line.count("masked-attention") == 2  # the guess and the listing, never listed twice
+
+
+def test_a_reader_that_closes_the_pipe_early_is_not_an_error(tmp_path):
+    """`grader check attention.py | head -1`: the rest of the output has nowhere to go, quietly."""
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "check", str(CORRECT), "-o", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert first.startswith(b"masked-attention v1.0"), err
+    assert "Error" not in err and "BrokenPipe" not in err, err
+
+
+def test_the_py_and_the_notebook_of_one_kit_keep_a_report_each(tmp_path):
+    shutil.copy(CORRECT, tmp_path / "attention.py")
+    shutil.copy(SUBS / "correct" / "correct_notebook.ipynb", tmp_path / "attention.ipynb")
+    for name in ("attention.py", "attention.ipynb"):
+        result = run(str(tmp_path / name), "-a", "masked-attention", "-o", str(tmp_path / "out"))
+        assert result.exit_code == 0, result.output
+        assert result.output.splitlines()[-1].endswith(f"{name.replace('.py', '')}.html")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["attention.html", "attention.ipynb.html"]
 
 
 def test_output_folder_not_writable(tmp_path):

@@ -176,5 +176,5 @@ def test_load_errors_and_cell_errors_are_chinese_too(tmp_path):
     notebook = ROOT / "submissions" / "masked-attention" / "correct" / "correct_notebook.ipynb"
     result = run("check", str(notebook), "-a", str(ASSIGNMENT), "-o", str(tmp_path / "b"), "--lang", "zh-CN")
     assert result.output.splitlines()[1].startswith("加载时出错（代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)））：NameError")
-    page = (tmp_path / "b" / "correct_notebook.html").read_text(encoding="utf-8")
+    page = (tmp_path / "b" / "correct_notebook.ipynb.html").read_text(encoding="utf-8")
     assert "代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)）" in page and "加载时抛出错误的代码" in page

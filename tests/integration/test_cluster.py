@@ -17,16 +17,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner
 
 distributed = pytest.importorskip("distributed")
 
+from grader.assignment.spec import load_assignment  # noqa: E402
 from grader.cli.app import main  # noqa: E402
-
-from grader.assignment.spec import load_assignment
 
 FULL = round(load_assignment("masked-attention").possible(), 6)
 """The assignment's full score (its case set grows; the tests compare with it)."""

@@ -1,10 +1,11 @@
 """The grader as a new user installs it (a wheel in a fresh virtualenv under /tmp) and the
-environment self-test that refuses to grade wrong (issue "Integrity I", findings 2 and 8)."""
+environment self-test that refuses to grade wrong."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -24,16 +25,33 @@ LINUX = sys.platform.startswith("linux")
 FULL = round(load_assignment("masked-attention").possible())
 
 
+def outer_site_dirs() -> list[str]:
+    """The site-packages folders this interpreter imports from, whichever kind of environment it is:
+    system Python, a conda env, or a virtualenv (whose own site-packages `--system-site-packages`
+    would not see: that flag reaches the base interpreter's, not this venv's)."""
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    dirs += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
 @pytest.fixture(scope="module")
 def wheel_venv():
-    """A virtualenv under /tmp with the grader installed from its wheel (torch from this Python's
-    site-packages, so nothing is downloaded)."""
+    """A virtualenv under /tmp with the grader installed from its wheel, and torch and the other
+    dependencies taken from this interpreter's environment, so nothing is downloaded.
+
+    The outer folders are listed in a .pth file of the new venv: they come after its own
+    site-packages (the wheel's grader wins), and the .pth files inside them are not run, so an
+    editable install of the checkout out there stays invisible."""
     tmp = Path(tempfile.mkdtemp(prefix="grader-venv-", dir="/tmp"))
     try:
         subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                         "-w", str(tmp / "dist"), str(ROOT)], check=True, capture_output=True)
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(tmp / "venv")], check=True)
-        subprocess.run([str(tmp / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
+        subprocess.run([sys.executable, "-m", "venv", str(tmp / "venv")], check=True)
+        python = str(tmp / "venv" / "bin" / "python")
+        inner = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        Path(inner, "outer-environment.pth").write_text("".join(f"{d}\n" for d in outer_site_dirs()))
+        subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps",
                         "--no-index", *map(str, (tmp / "dist").glob("*.whl"))], check=True, capture_output=True)
         yield tmp / "venv"
     finally:
@@ -103,7 +121,7 @@ def test_grade_refuses_when_the_reference_fails_in_the_jail(tmp_path, monkeypatc
 
 
 def test_an_oversized_reply_costs_its_own_cases_only(tmp_path):
-    """Finding 7: a reply far beyond what the case expects is refused before the grader reads it,
+    """A reply far beyond what the case expects is refused before the grader reads it,
     the worker is replaced, and the other functions are still graded."""
     sub = tmp_path / "huge.py"
     sub.write_text((SAMPLES / "correct" / "einsum.py").read_text()

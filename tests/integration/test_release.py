@@ -69,8 +69,8 @@ def test_kit_contents(kit):
 
 def test_kit_readme_installs_pytest_and_gives_the_command_for_each_file(kit):
     readme = (kit / "README.md").read_text("utf-8")
-    install = next(line for line in readme.splitlines() if "pip install" in line)
     wheel = f"wheel/attention_grader-{grader.__version__}-py3-none-any.whl"
+    install = next(line for line in readme.splitlines() if wheel in line)
     assert f'`pip install "./{wheel}[kit]"`' in install and "pytest" in install and "no solution" in install
     assert (kit / wheel).is_file()
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["optional-dependencies"]["kit"]
@@ -79,6 +79,19 @@ def test_kit_readme_installs_pytest_and_gives_the_command_for_each_file(kit):
     assert "grader check attention.py       # if you work in the .py file" in readme
     notebook = (kit / "attention.ipynb").read_text("utf-8")
     assert "grader check attention.ipynb" in notebook and "grader check attention.py" not in notebook
+
+
+def test_kit_readme_sets_up_python_the_cpu_torch_first_and_jupyter(kit):
+    readme = (kit / "README.md").read_text("utf-8")
+    setup = readme[readme.index("## Setting up (once)"):readme.index("## Checking your work")]
+    assert "Python 3.11 or newer" in setup
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["requires-python"]
+    assert requires == ">=3.11"  # what the README promises
+    lines = setup.splitlines()
+    cpu = next(n for n, line in enumerate(lines) if "download.pytorch.org/whl/cpu" in line)
+    grader_line = next(n for n, line in enumerate(lines) if "attention_grader-" in line)
+    assert cpu < grader_line  # torch's CPU build is in place before the grader asks for torch
+    assert "jupyter lab attention.ipynb" in setup and "WSL" in setup
 
 
 def test_no_hidden_case_id_title_source_or_seed_in_the_kit(kit):
@@ -125,6 +138,7 @@ def test_a_kit_released_in_chinese_speaks_chinese(tmp_path):
     assert 'lang = "zh-CN"' in (out / "assignments/masked-attention/spec.toml").read_text("utf-8")
     readme = (out / "README.md").read_text("utf-8")
     assert readme.startswith("# 掩码与带掩码的缩放点积注意力\n\n在 `attention.py`（或笔记本 `attention.ipynb`）中实现四个函数。")
+    assert "## 准备环境（只需一次）" in readme and "先装 PyTorch 的 CPU 版本" in readme
     assert "## 检查你的代码" in readme and f"正式评分时还会运行 {len(HIDDEN)} 个隐藏用例" in readme
     assert "grader check attention.ipynb    # if you work in the notebook" in readme  # code blocks stay as written
     import json

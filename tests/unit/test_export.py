@@ -192,7 +192,7 @@ def test_ids_that_would_share_a_file_or_an_outputs_name_get_their_own(tmp_path):
 
 def test_ids_whose_files_would_still_meet_without_case_are_refused(tmp_path):
     base = fixtures()[3]
-    crafted = f"x-{name_hash('X'.encode())}"  # spelled like the file the id "X" gets
+    crafted = f"x-{name_hash(b'X')}"  # spelled like the file the id "X" gets
     with pytest.raises(GraderError, match=f"would share the file {crafted}.html"):
         write_all([_renamed(base, "X"), _renamed(base, crafted)], tmp_path)
 

@@ -1,0 +1,154 @@
+"""The one place a sandbox and an engine are built, with the same checks wherever grading runs.
+
+Every entry point gets its sandbox and engine here: ``grader check`` / ``grader ci`` / the kit's
+pytest plugin / the notebook self-check (through `grader.grading.single`), ``grader grade``'s
+local slots, each Dask worker, ``grader validate`` and the benchmarks. So every one of them
+passes the same checks before it grades anyone:
+
+1. the environment self-test (`grader.sandbox.selftest`), run by the Sandbox itself: a real
+   worker in the real jail does what correct code needs, and tries to exceed each limit the
+   isolation level claims; a level that claims more than it proves stops here
+   (``accept_isolation``: the one weaker level an instructor accepts explicitly);
+2. for a batch (``prove_reference``): the trusted reference, graded as a submission in this jail,
+   scores 100 %, or nothing is graded.
+
+Starting early is one mechanism in two steps: `prestart_zygote` (standard library only: the
+zygote imports torch beside this process's own imports) and `EarlySandbox` (the rest of the
+Sandbox's start on a thread, adopting that zygote, while the reference setups are computed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+
+if TYPE_CHECKING:
+    import torch
+
+    from grader.assignment.spec import Assignment
+    from grader.cases import Setup
+    from grader.grading.engine import Engine
+    from grader.grading.protocols import GradingSandbox
+    from grader.sandbox import Limits, Sandbox
+
+
+def prestart_zygote(device: str, *, warm_meta: bool = False) -> Callable[[], None]:
+    """Start the zygote now, before this process imports torch (the Sandbox built later adopts it);
+    returns what stops it when no Sandbox adopted it (a command that ended on a usage error)."""
+    from grader.sandbox.prestart import discard, prestart
+
+    p = prestart(device, warm_meta=warm_meta)
+    return lambda: discard(p)
+
+
+def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygote: bool = True,
+                accept_isolation: str | None = None) -> Sandbox:
+    """A Sandbox whose environment self-test (limits included) has passed (`EnvironmentBroken`,
+    a `SandboxError`, where it did not)."""
+    from grader.sandbox import Sandbox
+
+    return Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
+                   accept_isolation=accept_isolation)
+
+
+def engine_for(assignment: Assignment, sandbox: GradingSandbox, *, device: torch.device | str = "cpu",
+               public_only: bool = False, lang: str | None = None, only: Collection[str] | None = None,
+               setups: dict[str, Setup] | None = None) -> Engine:
+    """An engine on `sandbox`. `only`: the case instance ids to run; `setups`: reference results
+    computed already (`reference_setups`)."""
+    from grader.grading.engine import Engine
+
+    return Engine(assignment, sandbox, public_only=public_only, device=device, lang=lang, only=only,
+                  setups=setups)
+
+
+def reference_setups(assignment: Assignment, device: torch.device | str, *, public_only: bool,
+                     only: Collection[str] | None = None) -> dict[str, Setup] | None:
+    """Every case's inputs and reference results, before any sandbox exists (None for a student
+    kit: the engine reads the results stored at release)."""
+    import torch
+
+    from grader.grading.setups import compute_setup
+
+    if assignment.stored is not None:
+        return None
+    dev = torch.device(device)
+    return {i.id: compute_setup(assignment, i, dev) for i in assignment.instances(public_only=public_only)
+            if only is None or i.id in only}
+
+
+def prove_reference(engine: Engine) -> None:
+    """The trusted reference must score 100 % in this sandbox's jail (`GraderError` otherwise);
+    grading it also teaches the engine the requests each case makes (the call plan)."""
+    from grader.grading.call_plan import learn_calls
+
+    learn_calls(engine, engine.assignment)
+
+
+def batch_engines(assignment: Assignment, sandbox: GradingSandbox, device: torch.device, n: int, *,
+                  lang: str | None = None) -> list[Engine]:
+    """`n` engines on `sandbox` sharing one computation of the reference setups, after the
+    reference has scored 100 % in this jail (`prove_reference`)."""
+    found = [engine_for(assignment, sandbox, device=device, lang=lang) for _ in range(n)]
+    found[0].prepare()
+    prove_reference(found[0])
+    for e in found[1:]:
+        e.share_setups_from(found[0])
+    return found
+
+
+@contextlib.contextmanager
+def grading(assignment: Assignment, *, device: str = "auto", public_only: bool = False,
+            lang: str | None = None, use_zygote: bool = True, prove: bool = False,
+            accept_isolation: str | None = None) -> Iterator[Engine]:
+    """A proven sandbox and an engine on it (setups computed; with `prove`, the reference at 100 %)."""
+    from grader.device import resolve_device
+    from grader.grading.engine import limits_for
+
+    dev = resolve_device(device)
+    with sandbox_for(limits_for(assignment), str(dev), use_zygote=use_zygote,
+                     accept_isolation=accept_isolation) as sandbox:
+        engine = engine_for(assignment, sandbox, device=dev, public_only=public_only, lang=lang)
+        engine.prepare()
+        if prove:
+            prove_reference(engine)
+        yield engine
+
+
+class EarlySandbox:
+    """A Sandbox (and its zygote, which imports torch) started on a thread, right away; `get()`
+    returns it once its self-test has passed (or raises what stopped it)."""
+
+    def __init__(self, limits: dict[str, Any], device: str, *, warm_meta: bool = False):
+        """`limits`: the spec's [limits] table (bad keys are reported once the assignment loads)."""
+        self.box: list[Any] = []
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta), daemon=True,
+                                        name="grader-sandbox-start")
+        self._thread.start()
+
+    def _run(self, limits: dict[str, Any], device: str, warm_meta: bool) -> None:
+        try:
+            from grader.sandbox import Limits
+
+            try:
+                lim = Limits(**limits)
+            except TypeError:
+                lim = Limits()  # the caller reports the bad key once the assignment is loaded
+            self.box.append(sandbox_for(lim, device, warm_meta=warm_meta))
+        except BaseException as e:  # re-raised on the calling thread by get()
+            self.error = e
+
+    def get(self) -> Sandbox:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.box[0]
+
+    def close(self) -> None:
+        self._thread.join()
+        if self.box:
+            self.box[0].close()
