@@ -22,9 +22,12 @@ from dataclasses import dataclass
 K = 10
 """Tokens per k-gram (a line of attention code is ~8-15 tokens)."""
 WINDOW = 6
-MAX_CHARS = 200_000
+MAX_CHARS = 100_000
 """Characters of one submission's code that are fingerprinted; the rest is ignored."""
-MAX_TOKENS = 40_000
+MAX_TOKENS = 20_000
+"""Tokens of one submission fingerprinted (a full solution has about 1,500)."""
+MAX_LINE = 300
+"""Characters of one line tokenized: ``tokenize`` slows down on very long lines, and code has none."""
 
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
 
@@ -60,6 +63,7 @@ def normalised_tokens(sources: list[str]) -> list[Token]:
             break
         text = source[:budget]
         budget -= len(text)
+        text = "\n".join(line[:MAX_LINE] for line in text.split("\n"))
         prev, statement_start, in_docstring = "", True, False
         try:
             for tok in tokenize.generate_tokens(io.StringIO(text).readline):

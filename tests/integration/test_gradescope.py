@@ -20,6 +20,8 @@ from click.testing import CliRunner
 from grader.assignment.spec import load_assignment
 from grader.cli.app import main
 
+pytestmark = pytest.mark.slow  # grading real submissions: tens of seconds
+
 ROOT = Path(__file__).resolve().parents[2]
 SUBS = ROOT / "submissions" / "masked-attention"
 FULL = load_assignment(ROOT / "assignments" / "masked-attention")
@@ -145,7 +147,6 @@ def _run(autograder_zip: Path, root: Path, upload: Path) -> dict:
     return d
 
 
-@pytest.mark.slow
 def test_run_autograder_on_four_uploads(autograder_zip, tmp_path):
     uploads = {"correct": SUBS / "correct" / "correct_notebook.ipynb",
                "buggy": SUBS / "buggy" / "zero_fill.py",

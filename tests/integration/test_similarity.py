@@ -16,6 +16,8 @@ from click.testing import CliRunner
 
 from grader.cli.app import main
 
+pytestmark = pytest.mark.slow  # grading real submissions: tens of seconds
+
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "data" / "similarity"
 CORRECT = ROOT / "submissions" / "masked-attention" / "correct"
@@ -35,7 +37,6 @@ def graded(tmp_path_factory) -> tuple[Path, str]:
     return out, r.output
 
 
-@pytest.mark.slow
 def test_planted_pairs_rank_first(graded):
     out, output = graded
     rows = list(csv.DictReader(io.StringIO((out / "similarity.csv").read_text())))
