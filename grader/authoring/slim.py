@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 import grader
+from grader.assignment.kit import INSTALLED_KITS
 
 DIST = "attention-grader"
 WHEEL_TAG = "py3-none-any"
@@ -44,18 +45,17 @@ def _digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(out_dir: Path, *, with_reference: bool = False) -> Path:
-    """Write ``attention_grader-<version>-py3-none-any.whl`` into ``out_dir``: the grader package
-    only, or with the trusted ``reference`` package too (``with_reference``: for the instructor's
-    autograder, never for a student)."""
+def build_wheel(out_dir: Path, kit: Path | None = None, *, with_reference: bool = False) -> Path:
+    """Write ``attention_grader-<version>-py3-none-any.whl`` (the grader package only) into ``out_dir``.
+
+    ``kit``: a kit's assignment folder (public cases, stored setups, spec), carried inside the package
+    as ``grader/kits/assignments/<id>/`` so that the installed grader knows its kit wherever the
+    student's file is (``grader.assignment.kit.installed_kits``). ``with_reference``: the trusted
+    ``reference`` package too, for the instructor's autograder (never for a student)."""
     version = grader.__version__
     name = f"attention_grader-{version}-{WHEEL_TAG}.whl"
     info = f"attention_grader-{version}.dist-info"
-    roots = [Path(grader.__file__).resolve().parent]
-    if with_reference:
-        import reference
-
-        roots.append(Path(reference.__file__).resolve().parent)
+    root = Path(grader.__file__).resolve().parent
     extras = sorted({r.split("extra ==")[1].strip().strip("'\"") for r in _requires() if "extra ==" in r})
     meta = "\n".join(["Metadata-Version: 2.1", f"Name: {DIST}", f"Version: {version}",
                       ("Summary: attention-grader for the instructor's autograder, with the reference solution"
@@ -70,12 +70,20 @@ def build_wheel(out_dir: Path, *, with_reference: bool = False) -> Path:
     path = out_dir / name
     record = []
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for root in roots:
-            for p in _files(root):
-                data = p.read_bytes()
-                arc = f"{root.name}/" + p.relative_to(root).as_posix()
-                z.writestr(arc, data)
-                record.append(f"{arc},{_digest(data)},{len(data)}")
+        members = [(p, "grader/" + p.relative_to(root).as_posix()) for p in _files(root)
+                   if p.relative_to(root).parts[0] != INSTALLED_KITS]
+        if kit is not None:
+            members += [(p, f"grader/{INSTALLED_KITS}/assignments/{kit.name}/{p.relative_to(kit).as_posix()}")
+                        for p in _files(kit)]
+        if with_reference:
+            import reference
+
+            ref = Path(reference.__file__).resolve().parent
+            members += [(p, "reference/" + p.relative_to(ref).as_posix()) for p in _files(ref)]
+        for p, arc in members:
+            data = p.read_bytes()
+            z.writestr(arc, data)
+            record.append(f"{arc},{_digest(data)},{len(data)}")
         for arc, data in entries.items():
             z.writestr(arc, data)
             record.append(f"{arc},{_digest(data)},{len(data)}")

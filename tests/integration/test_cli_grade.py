@@ -217,7 +217,7 @@ def test_sigint_stops_cleanly_and_the_rerun_resumes_without_loss_or_duplicates(t
     run2 = [s for s in scores(out) if s[0] == 2]
     assert sorted(s[1] for s in run2) == sorted(after) and sum(s[2] for s in run2) == len(first)
     with sqlite3.connect(out / "ledger.sqlite") as conn:
-        assert conn.execute("SELECT COUNT(*), COUNT(DISTINCT student_id) FROM entries").fetchone() == (6, 6)
+        assert conn.execute("SELECT COUNT(*), COUNT(DISTINCT student_id) FROM graded").fetchone() == (6, 6)
 
 
 def test_a_crashed_run_is_resumed_and_marked_interrupted(tmp_path):
@@ -395,3 +395,38 @@ def test_a_grader_fault_on_one_submission_is_reported_not_recorded_and_retried(t
     retry = grade(cls, "-a", "masked-attention", "-o", out, "-j", "1")
     assert retry.exit_code == 0 and "2 submission(s): 1 graded, 1 reused" in retry.output
     assert sorted(result_bytes(out)) == ["additive", "sdpa"]
+
+
+def test_a_fixed_hidden_case_regrades_everyone_and_says_why(tmp_path):
+    """An instructor fixes a hidden case without changing the version: the rerun grades again and
+    says what changed; the run after that reuses the new results."""
+    assignment = tmp_path / "masked-attention"
+    shutil.copytree(ROOT / "assignments" / "masked-attention", assignment,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    cls = tmp_path / "class"
+    cls.mkdir()
+    shutil.copy(SAMPLES / "correct" / "sdpa.py", cls / "ada.py")
+    shutil.copy(SAMPLES / "buggy" / "no_scaling.py", cls / "ben.py")
+    out = tmp_path / "out"
+    assert grade(cls, "-a", assignment, "-o", out).exit_code == 0
+    possible = json.loads((out / "results" / "ada.json").read_text())["score"]["possible"]
+
+    hidden = assignment / "cases_hidden.py"
+    text = hidden.read_text()
+    fixed = text.replace('concept="causal-alignment", points=3, hidden=True', 'concept="causal-alignment", points=4, hidden=True', 1)
+    assert fixed != text
+    hidden.write_text(fixed)
+    result = grade(cls, "-a", assignment, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "The cases of masked-attention changed since the last run: regrading 2." in result.output
+    assert "2 submission(s): 2 graded, 0 reused" in result.output
+    assert json.loads((out / "results" / "ada.json").read_text())["score"]["possible"] == possible + 1
+
+    again = grade(cls, "-a", assignment, "-o", out)
+    assert "Nothing to grade: all 2 submission(s) are unchanged" in again.output
+    assert "changed since the last run" not in again.output
+
+    spec = assignment / "spec.toml"
+    spec.write_text(spec.read_text().replace('version = "', 'version = "9', 1))
+    bumped = grade(cls, "-a", assignment, "-o", out)
+    assert "The spec.toml of masked-attention changed since the last run: regrading 2." in bumped.output

@@ -142,7 +142,7 @@ def outcomes(out: Path) -> dict[str, tuple]:
 
 def ledger_rows(out: Path) -> list[str]:
     with sqlite3.connect(out / "ledger.sqlite") as conn:
-        return [r[0] for r in conn.execute("SELECT student_id FROM entries ORDER BY student_id")]
+        return [r[0] for r in conn.execute("SELECT student_id FROM graded ORDER BY student_id")]
 
 
 def scores(out: Path, run_id: int) -> list[str]:

@@ -38,12 +38,12 @@ def _functions(sample: Path) -> dict[str, str]:
     return {n.name: ast.get_source_segment(src, n) for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)}
 
 
-def _kit_notebook(tmp: Path, sample: Path) -> Path:
+def _kit_notebook(tmp: Path, sample: Path, lang: str | None = None) -> Path:
     """A fresh kit whose starter notebook has the sample's functions in place of the stubs."""
     from grader.assignment.spec import load_assignment
     from grader.authoring.release import release
 
-    kit = release(load_assignment("masked-attention"), tmp).dir
+    kit = release(load_assignment("masked-attention"), tmp, lang=lang).dir
     path = kit / "attention.ipynb"
     nb = nbformat.read(path, as_version=4)
     funcs = _functions(sample)
@@ -122,6 +122,24 @@ def test_zero_fill_check_cell_shows_the_failing_case_its_concept_and_the_heatmap
     assert "causal_mask_square" not in h
     assert "Passed 4 of 4 public cases" in zero_fill["causal_mask"]["text/html"]
     assert "Passed 9 of 15 public cases (8 / 13 points)" in zero_fill[""]["text/html"]
+
+
+@pytest.fixture(scope="module")
+def zero_fill_zh(tmp_path_factory) -> dict[str, dict]:
+    return _execute(_kit_notebook(tmp_path_factory.mktemp("kit-zh"), SAMPLES / "buggy" / "zero_fill.py", "zh-CN"))
+
+
+def test_a_chinese_kits_notebook_text_output_is_chinese_outside_code(zero_fill_zh):
+    """What print(notebook.check()) shows, and the console's text of a check cell."""
+    text, stale = zero_fill_zh[""]["text/plain"], zero_fill_zh["stale"]["text/plain"]
+    assert "找到方式：这个目录里唯一的笔记本" in text
+    assert "公开用例" in text and "[attention_causal_small] — mask-fill-value" in text
+    assert "请先保存笔记本。你在 " in stale and "请保存（Ctrl+S）后再检查一次。" in stale
+    english = ("Save the notebook", "You ran code", "the only notebook", "Passed ", "Public cases", "hidden case",
+               "points checked", "Self-check of", "as saved at")
+    for out in (text, stale):
+        assert not [e for e in english if e in out], out
+        assert ". \n" not in out and not any(line.endswith(("分.", "例.")) for line in out.splitlines())
 
 
 def test_code_run_but_not_saved_is_named_and_the_student_told_to_save(zero_fill):

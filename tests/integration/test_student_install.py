@@ -180,3 +180,29 @@ main(["check", "mine.py", "--no-report"] if "--no-report" in sys.argv else ["che
     assert (f"✗ {title} — {concept}" in proc.stdout or f"x {title} - {concept}" in proc.stdout), \
         proc.stdout + proc.stderr
     assert passed in proc.stdout
+
+
+def test_a_file_copied_out_of_the_kit_finds_the_kit_its_grader_was_installed_from(kits, tmp_path):
+    """The student moved attention.py to another folder: the wheel carries its kit's assignment."""
+    sample, title, concept, passed = WHEEL_RUNS["masked-attention"]
+    site = tmp_path / "site"
+    with zipfile.ZipFile(kits["masked-attention"] / WHEEL) as z:
+        z.extractall(site)
+    assert (site / "grader" / "kits" / "assignments" / "masked-attention" / "expected.safetensors").is_file()
+    elsewhere = tmp_path / "desktop"
+    elsewhere.mkdir()
+    shutil.copy(ROOT / "submissions" / "masked-attention" / sample, elsewhere / "attention.py")
+    driver = tmp_path / "driver.py"
+    driver.write_text(f'''
+import sys
+import grader
+assert grader.__file__.startswith({str(site)!r}), grader.__file__
+from grader.cli.app import main
+main(sys.argv[1:])
+''')
+    env = {**os.environ, "PYTHONPATH": str(site), "GRADER_ASSIGNMENTS": ""}
+    for args in (["check", "attention.py"], ["check", "attention.py", "-a", "masked-attention"]):
+        proc = subprocess.run([sys.executable, str(driver), *args], cwd=elsewhere, capture_output=True, text=True,
+                              env=env, timeout=180)
+        assert f"✗ {title} — {concept}" in proc.stdout, proc.stdout + proc.stderr
+        assert passed in proc.stdout
