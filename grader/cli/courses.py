@@ -33,6 +33,11 @@ no_similarity_option = click.option("--no-similarity", is_flag=True,
                                     help="Skip the similarity report (similarity.html, docs/lms.md).")
 
 
+def course_options(fn):
+    """`grader grade`'s --no-similarity and --canvas-column."""
+    return no_similarity_option(canvas_column_option(fn))
+
+
 def echo_similarity(page: Path | None, pairs: int, lms=None) -> None:
     """The similarity report's line, then the LMS files' (`echo_lms`)."""
     if page is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from grader.cli.common import ExitCode, dashboard_lang_option, lang_option, operator_errors
-from grader.cli.courses import canvas_column_option, echo_lms, echo_similarity, no_similarity_option
+from grader.cli.courses import canvas_column_option, course_options, echo_lms, echo_similarity
 from grader.errors import GraderError
 from grader.i18n import LANGUAGES
 
@@ -35,15 +35,13 @@ from grader.i18n import LANGUAGES
               help="Grade on a Dask cluster: a scheduler address (tcp://host:8786) or local:N worker processes. "
                    "Needs the cluster extra; see docs/cluster.md.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
-@no_similarity_option
-@canvas_column_option
+@course_options
 @lang_option
 @dashboard_lang_option
 @operator_errors
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
-          verbose: bool, no_similarity: bool, canvas_column: str | None, lang: str | None,
-          dashboard_lang: str | None) -> None:
+          verbose: bool, no_similarity: bool, canvas_column: str | None, lang: str | None, dashboard_lang: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
