@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from grader.cli.app import main
 from grader.results import SCHEMA_VERSION
 
+pytestmark = pytest.mark.slow  # full tier: whole check, grade and ci runs in Chinese
+
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = ROOT / "assignments" / "masked-attention"
 BUGGY = ROOT / "submissions" / "masked-attention" / "buggy" / "zero_fill.py"
@@ -50,7 +52,7 @@ def test_check_in_chinese_is_chinese_but_for_code(tmp_path):
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0] == "masked-attention v1.0 — 自检 zero_fill.py（仅公开用例）"
-    assert "  ✗ 带因果掩码的 masked_attention [attention_causal_small] — mask-fill-value" in lines
+    assert "  ✗ 带因果掩码的 masked_attention [attention_causal_small] — 被屏蔽的分数在 softmax 之前必须是 -inf（或 finfo(dtype).min）（mask-fill-value）" in lines
     assert any(line.strip().startswith("被屏蔽的位置分到了注意力权重") for line in lines)
     assert any(line.strip().startswith("落在不可见位置上的权重：查询 0 → 键 1") for line in lines)
     assert any(line.startswith("通过了 15 个公开用例中的 9 个（8/13 分）") for line in lines)
@@ -175,6 +177,6 @@ def test_load_errors_and_cell_errors_are_chinese_too(tmp_path):
     assert result.output.splitlines()[1] == "你的提交无法加载：empty.py 是空的"
     notebook = ROOT / "submissions" / "masked-attention" / "correct" / "correct_notebook.ipynb"
     result = run("check", str(notebook), "-a", str(ASSIGNMENT), "-o", str(tmp_path / "b"), "--lang", "zh-CN")
-    assert result.output.splitlines()[1].startswith("加载时出错（代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)））：NameError")
+    assert result.output.splitlines()[1].startswith("加载代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)）时出错：NameError")
     page = (tmp_path / "b" / "correct_notebook.ipynb.html").read_text(encoding="utf-8")
     assert "代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)）" in page and "加载时抛出错误的代码" in page
