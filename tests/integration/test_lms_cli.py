@@ -8,9 +8,12 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from grader.cli.app import main
+
+pytestmark = pytest.mark.slow  # full tier: the whole `grader report` (pages, dashboard, exports)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results"
 NAMES = {"ada_zero_fill": "lovelaceada_late_1815_901_attention.py",

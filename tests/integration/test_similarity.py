@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from grader.cli.app import main
 
-pytestmark = pytest.mark.slow  # grading real submissions: tens of seconds
+pytestmark = pytest.mark.slow  # full tier: grades real submissions (tens of seconds)
 
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "data" / "similarity"
