@@ -38,6 +38,10 @@ class BatchConfig:
     """Write the similarity report (similarity.html and .csv) over this run's submissions."""
     canvas_column: str | None = None
     """The Canvas assignment column's header in canvas.csv (default: the assignment's title)."""
+    folders_are_submissions: bool = False
+    """Each folder in `paths` is one student's submission, not a folder of submissions."""
+    newest: bool = False
+    """Of several submissions giving one LMS student id, grade only the newest (else each under its own id)."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,9 @@ class Event:
 
     kind: str
     """"waiting" (for another run's lock; message says whose), "plan" (before grading), "ready" (the
-    sandboxes started: seconds it took, message the isolation), "graded", "error" (the grader could
-    not grade it; message says why) or "stopping"."""
+    sandboxes started: seconds it took, message the isolation), "warning" (about the batch's layout,
+    before grading: message says what), "graded", "error" (the grader could not grade it; message
+    says why) or "stopping"."""
     done: int
     total: int
     """Submissions to grade in this run (those the ledger already holds are not counted)."""

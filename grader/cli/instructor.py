@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from grader.cli.common import ExitCode, dashboard_lang_option, lang_option, operator_errors
-from grader.cli.courses import canvas_column_option, course_options, echo_lms, echo_similarity
+from grader.cli.batch_summary import print_summary
+from grader.cli.courses import canvas_column_option, course_options, echo_lms
 from grader.errors import GraderError
 from grader.i18n import LANGUAGES
 
@@ -34,6 +35,8 @@ from grader.i18n import LANGUAGES
 @click.option("--cluster", metavar="ADDRESS|local:N", default=None,
               help="Grade on a Dask cluster: a scheduler address (tcp://host:8786) or local:N worker processes. "
                    "Needs the cluster extra; see docs/cluster.md.")
+@click.option("--folders-are-submissions", is_flag=True, help="Each folder in SUBMISSIONS is ONE student's submission.")
+@click.option("--newest", is_flag=True, help="Of several files with one LMS student id, grade only the newest.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
 @course_options
 @lang_option
@@ -41,7 +44,8 @@ from grader.i18n import LANGUAGES
 @operator_errors
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
-          verbose: bool, no_similarity: bool, canvas_column: str | None, lang: str | None, dashboard_lang: str | None) -> None:
+          folders_are_submissions: bool, newest: bool, verbose: bool, no_similarity: bool, canvas_column: str | None,
+          lang: str | None, dashboard_lang: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -49,9 +53,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     gives lastname_firstname_12345). Each result is saved as soon as it is graded;
     a re-run grades only new or changed submissions (--force grades all again), so an
     interrupted run resumes where it stopped. Every run's scores go into the gradebook.
-    A folder holding the assignment's main module (e.g. attention.py) is one student's
-    submission; a folder holding expected.toml (the bundled samples) grades the samples
-    it declares for the assignment.
+    A folder is a folder of submissions whatever its files are called (--folders-are-submissions:
+    one student's); two files of one LMS id are both graded, under ids of their own, with a warning.
 
     \b
     Examples:
@@ -91,7 +94,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         cfg = BatchConfig(assignment=a, paths=list(submissions), out_dir=out_dir or Path("reports") / a.id,
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
                           device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster,
-                          lang=lang, dashboard_lang=dashboard_lang, similarity=not no_similarity, canvas_column=canvas_column)
+                          lang=lang, dashboard_lang=dashboard_lang, similarity=not no_similarity, canvas_column=canvas_column,
+                          folders_are_submissions=folders_are_submissions, newest=newest)
         progress = Progress(verbose=verbose)
         try:
             result = run_batch(cfg, progress.on_event)
@@ -101,7 +105,7 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         click.echo("\nStopped. Results saved so far are kept; run the same command again to grade the rest.",
                    err=True)
         sys.exit(ExitCode.INTERRUPTED)
-    _print_summary(result, cfg)
+    print_summary(result, cfg)
     if result.interrupted:
         sys.exit(ExitCode.INTERRUPTED)
     if result.errors:
@@ -142,6 +146,8 @@ class Progress:
         elif e.kind == "stopping":
             self._clear()
             click.echo("Stopping after the submissions in progress (Ctrl-C again to stop now)...", err=True)
+        elif e.kind == "warning":
+            click.echo(f"Warning: {_shown(e.message, 4000)}", err=True)
         elif e.kind == "error":
             self._clear()
             click.echo(f"[{e.done}/{e.total}] {_shown(e.student_id)}: NOT GRADED ({_shown(e.message, 2000)})", err=True)
@@ -182,32 +188,6 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
             self._drawn = False
-
-
-def _print_summary(result, cfg) -> None:
-    if result.interrupted:
-        click.echo(f"Interrupted: {result.graded} graded and saved this run ({result.reused} reused); "
-                   "run the same command again to grade the rest.", err=True)
-        return
-    where = f"--cluster {cfg.cluster}" if cfg.cluster else f"-j {cfg.jobs}"
-    click.echo(f"{result.found} submission(s): {result.graded} graded, {result.reused} reused from the ledger, "
-               f"{result.failed_to_load} failed to load, {len(result.errors)} not graded "
-               f"({result.elapsed_s:.1f} s, {where}{', ' + result.isolation if result.isolation else ''})")
-    s = result.summary
-    if s is None:
-        return
-    earlier = f" ({result.earlier} from earlier runs)" if result.earlier else ""
-    click.echo("")
-    click.echo(f"  students {s.n}{earlier}   mean {s.mean:.1f}%   median {s.median:.1f}%   "
-               f"failed to load {s.failed_to_load}")
-    if s.concept_rates:
-        click.echo("  most failed concepts:")
-        for rate in s.concept_rates[:5]:
-            click.echo(f"    {rate.concept:<22} {rate.students:>4}/{rate.total:<4} {rate.percent:5.1f}%")
-    click.echo("")
-    click.echo(f"Dashboard: {result.dashboard}")
-    echo_similarity(result.similarity, result.similar_pairs, result.lms)
-    click.echo(f"Gradebook: {result.gradebook}")
 
 
 # --- grader report -----------------------------------------------------------------------------
