@@ -33,6 +33,13 @@ class BatchConfig:
     """The students' feedback language (``--lang``; default: the assignment's, else the locale)."""
     dashboard_lang: str | None = None
     """The dashboard's language (``--dashboard-lang``; default: the locale)."""
+    cluster_tls: tuple[str, str, str] | None = None
+    """The instructor's TLS files for a tls:// scheduler: CA, certificate, key (``--tls-*``)."""
+    insecure_cluster: bool = False
+    """Allow a plain-TCP scheduler (``--insecure-cluster``)."""
+    accept_isolation: str | None = None
+    """The weaker sandbox level the instructor accepts where the self-test proves less than the
+    level claims (``--accept-isolation``); every result records it."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,8 @@ class Event:
 
     kind: str
     """"waiting" (for another run's lock; message says whose), "plan" (before grading), "ready" (the
-    sandboxes started: seconds it took, message the isolation), "graded", "error" (the grader could
+    sandboxes started: seconds it took, message the isolation), "warning" (once, after "ready": what
+    the sandbox cannot bound here, in plain words), "graded", "error" (the grader could
     not grade it; message says why) or "stopping"."""
     done: int
     total: int

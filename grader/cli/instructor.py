@@ -31,15 +31,28 @@ from grader.i18n import LANGUAGES
               help="Gradebook file [default: OUTPUT/gradebook.sqlite].")
 @click.option("--wait", is_flag=True, help="If another run is writing to OUTPUT, wait for it instead of failing.")
 @click.option("--cluster", metavar="ADDRESS|local:N", default=None,
-              help="Grade on a Dask cluster: a scheduler address (tcp://host:8786) or local:N worker processes. "
+              help="Grade on a Dask cluster: a TLS scheduler address (tls://host:8786) or local:N worker processes. "
                    "Needs the cluster extra; see docs/cluster.md.")
+@click.option("--tls-ca-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="--cluster tls://...: the CA that signed the scheduler's and workers' certificates.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="--cluster tls://...: this machine's certificate (PEM).")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="--cluster tls://...: this machine's private key (PEM).")
+@click.option("--insecure-cluster", is_flag=True,
+              help="Allow a plain-TCP (tcp://) scheduler: no encryption, and anyone who can reach it can join "
+                   "as a worker. Only on a network you trust.")
+@click.option("--accept-isolation", "accept_isolation", metavar="LEVEL", default=None,
+              help="Grade with this weaker sandbox level where the start-up self-test proves less than the "
+                   "level claims (the error names it); every result records it.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
 @lang_option
 @dashboard_lang_option
 @operator_errors
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
-          verbose: bool, lang: str | None, dashboard_lang: str | None) -> None:
+          tls_ca_file: str | None, tls_cert: str | None, tls_key: str | None, insecure_cluster: bool,
+          accept_isolation: str | None, verbose: bool, lang: str | None, dashboard_lang: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -57,7 +70,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
       grader grade canvas_export/ -a masked-attention -o reports/hw3 -j 4
       grader grade late/alice.py late/bob.ipynb -a masked-attention -o reports/hw3
       grader grade canvas_export/ -a masked-attention -o reports/hw3 --force
-      grader grade canvas_export/ -a masked-attention -o reports/hw3 --cluster tcp://head-node:8786
+      grader grade canvas_export/ -a masked-attention -o reports/hw3 --cluster tls://head-node:8786 \\
+          --tls-ca-file ca.pem --tls-cert grader.pem --tls-key grader-key.pem
       grader grade canvas_export/ -a masked-attention --lang zh-CN --dashboard-lang en
 
     \b
@@ -80,6 +94,9 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         from grader.batch.config import BatchConfig
         from grader.batch.run import run_batch
 
+    tls = (tls_ca_file, tls_cert, tls_key)
+    if any(tls) and not all(tls):
+        raise click.UsageError("--tls-ca-file, --tls-cert and --tls-key go together (see docs/cluster.md)")
     if cluster is not None and jobs is not None:
         raise click.UsageError("-j/--jobs and --cluster cannot be combined: the cluster's workers grade in "
                                "parallel (--cluster local:N for N local worker processes)")
@@ -88,7 +105,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         cfg = BatchConfig(assignment=a, paths=list(submissions), out_dir=out_dir or Path("reports") / a.id,
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
                           device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster,
-                          lang=lang, dashboard_lang=dashboard_lang)
+                          lang=lang, dashboard_lang=dashboard_lang, accept_isolation=accept_isolation,
+                          cluster_tls=tls if all(tls) else None, insecure_cluster=insecure_cluster)
         progress = Progress(verbose=verbose)
         try:
             result = run_batch(cfg, progress.on_event)
@@ -134,6 +152,9 @@ class Progress:
             if self.verbose:
                 click.echo(f"{e.reused} sandbox(es) ready in {e.seconds:.1f} s (isolation: {e.message})", err=True)
             self._draw(e)
+        elif e.kind == "warning":
+            self._clear()
+            click.echo(f"Warning: {e.message}", err=True)
         elif e.kind == "stopping":
             self._clear()
             click.echo("Stopping after the submissions in progress (Ctrl-C again to stop now)...", err=True)

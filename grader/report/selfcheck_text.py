@@ -88,4 +88,6 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
     if verbose:
         lines.append(say(tr("Assignment folder: {path}", path=str(g.assignment.dir))))
         lines.append(say(tr("Sandbox isolation: {isolation}", isolation=g.isolation)))
+        if r.environment.limits:
+            lines.append(say(tr("Sandbox limits: {limits}", limits=r.environment.limits)))
     return lines
