@@ -49,7 +49,8 @@ def level_name(features: frozenset[str]) -> str:
     return "+".join(base + [f for f in ORDER if f in features])
 
 
-def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, str], root: str) -> IsolationPlan:
+def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, str], root: str,
+           device: str = "cpu") -> IsolationPlan:
     """The plan for `isolation` ("auto": the strongest available; "process"), from the probe
     `probe_proc` started earlier (or one started now); the probe is waited for or killed."""
     feats = {"rlimits"}
@@ -68,7 +69,7 @@ def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, s
     if probe.get("namespaces"):
         feats.add("namespaces")
         userns = bool(probe.get("userns"))
-    read_paths, cover = paths.worker_paths()
+    read_paths, cover = paths.worker_paths(device)
     hide: list[str] = []
     if probe.get("root"):
         hidden = paths.hidden_ancestors(read_paths)

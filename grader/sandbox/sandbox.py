@@ -141,7 +141,7 @@ class Sandbox:
         self._direct = False
         _LIVE.add(self)
         try:
-            self._plan = plans.choose(isolation, probe, self._env, self._root)
+            self._plan = plans.choose(isolation, probe, self._env, self._root, device)
             self._sys_path = plans.worker_sys_path(self._plan.read_paths)
             self.features: frozenset[str] = self._plan.features
             self.isolation: str = self._plan.name
