@@ -335,10 +335,14 @@ def _(student, s, param):
     return check_decode(student, s, concept=concept)
 
 
-@case("mha_empty_rows", title="Left-padded positions with causal=True see no key: they output zeros",
-      concept="fully-masked-rows", points=1, hidden=True, uses=("MultiHeadAttention",))
+@case("mha_empty_rows", title="Left-padded positions that see no key output zeros (causal=True, or one combined mask)",
+      concept="fully-masked-rows", points=1, hidden=True, uses=("MultiHeadAttention",),
+      params={"causal": False, "combined-mask": True})
 def mha_empty_rows(ctx):
     pad = reference.padding_mask([7, 3], 7, side="left", device=ctx.device)
+    if ctx.param:  # the causal and padding masks AND-ed into one (B, 1, T, T) mask, no causal=True
+        keep = reference.causal_mask(7, device=ctx.device)[None, None] & pad[:, None, None, :]
+        return forward_setup(ctx, B=2, T=7, d=16, h=4, mask=keep)
     return forward_setup(ctx, B=2, T=7, d=16, h=4, causal=True, mask=pad[:, None, None, :])
 
 

@@ -60,6 +60,7 @@ class Event:
     failing: int = 0
     """Graded so far below 100 % (or not graded because of a grader error)."""
     message: str = ""
+    """(plan) Why files graded before are graded again (`grader.batch.run.regrade_reasons`), else empty."""
     reused: int = 0
     """(plan) Submissions taken from the ledger instead of graded; (ready) number of slots."""
 
@@ -70,6 +71,9 @@ class BatchResult:
     found: int = 0
     graded: int = 0
     reused: int = 0
+    regraded: dict[tuple[str, ...], int] = field(default_factory=dict)
+    """Files the ledger holds a result for from before a change, graded again: what changed (parts of
+    `grader.assignment.fingerprint.PARTS`) -> how many."""
     failed_to_load: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
     """(student id, message) of submissions the grader could not grade (not recorded; retried next run)."""

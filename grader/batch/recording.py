@@ -24,11 +24,18 @@ from grader.submission.load import LoadedSubmission
 def reuse(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, keys: list[LedgerKey],
           subs: list[LoadedSubmission], result: BatchResult) -> list[tuple[LedgerKey, LoadedSubmission]]:
     """Record what the ledger already holds (restoring a missing or different JSON file); return
-    what is left to grade."""
+    what is left to grade. Files graded before by something else are counted in
+    ``result.regraded`` by what changed."""
     todo = []
     for key, sub in zip(keys, subs):
-        prior = None if cfg.force else ledger.lookup(key)
+        if cfg.force:
+            todo.append((key, sub))
+            continue
+        found = ledger.lookup(key)
+        prior = found.report
         if prior is None:
+            if found.changed:
+                result.regraded[found.changed] = result.regraded.get(found.changed, 0) + 1
             todo.append((key, sub))
             continue
         path = cfg.out_dir / "results" / f"{report_filename(key.student_id)}.json"

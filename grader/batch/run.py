@@ -19,6 +19,7 @@ from collections.abc import Callable
 import torch
 
 from grader import __version__
+from grader.assignment.fingerprint import fingerprint
 from grader.batch.backend import Backend, Todo
 from grader.batch.config import BatchConfig, BatchResult, Event
 from grader.batch.interrupts import Interrupts
@@ -52,7 +53,8 @@ def run_batch(cfg: BatchConfig, on_event: Callable[[Event], None] = lambda e: No
         result.found = len(found.submissions)
         subs = [load_submission(f.path, main_module=a.main_module, cell_tag=a.cell_tag) for f in found.submissions]
         mode = mode_of(public_only=False, device=dev.type)
-        keys = [LedgerKey(f.id, s.sha256, a.id, a.version, __version__, mode) for f, s in zip(found.submissions, subs)]
+        print_ = fingerprint(a)
+        keys = [LedgerKey(f.id, s.sha256, a.id, mode, print_) for f, s in zip(found.submissions, subs)]
         try:
             result.gradebook.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -85,7 +87,8 @@ def run_batch(cfg: BatchConfig, on_event: Callable[[Event], None] = lambda e: No
 def _grade(backend: Backend, todo: Todo, tally: Tally, on_event: Callable[[Event], None]) -> None:
     """The run loop every back-end shares: plan, start the slots, grade, note an interruption."""
     total, result = len(todo), tally.result
-    on_event(Event("plan", 0, total, reused=result.reused))
+    on_event(Event("plan", 0, total, reused=result.reused, message=regrade_reasons(tally.cfg.assignment.id,
+                                                                                  result.regraded)))
     if not todo:
         return
     stop = threading.Event()
@@ -99,6 +102,20 @@ def _grade(backend: Backend, todo: Todo, tally: Tally, on_event: Callable[[Event
                        reused=ready.slots))
         backend.grade(todo, tally, stop)
         result.interrupted = interrupts.requested and tally.done < total
+
+
+_PART_WORDS = {"cases": "the cases", "reference": "the reference", "spec": "the spec.toml", "grader": "the grader"}
+
+
+def regrade_reasons(assignment: str, regraded: dict[tuple[str, ...], int]) -> str:
+    """One line per kind of change: "The cases of masked-attention changed since the last run:
+    regrading 26." (empty when the ledger held nothing stale)."""
+    lines = []
+    for parts, n in sorted(regraded.items(), key=lambda kv: -kv[1]):
+        words = [_PART_WORDS.get(p, p) for p in parts]
+        what = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+        lines.append(f"{what[0].upper()}{what[1:]} of {assignment} changed since the last run: regrading {n}.")
+    return "\n".join(lines)
 
 
 # --- --cluster: the same run, tasks on Dask workers (grader/batch/cluster.py) -------------------

@@ -141,6 +141,8 @@ class Progress:
             click.echo(f"Waiting for the other run writing to this folder ({e.message}) to finish...", err=True)
         elif e.kind == "plan":
             self.t0 = time.monotonic()
+            if e.message:  # why files graded before are graded again
+                click.echo(e.message, err=True)
             if e.total == 0:
                 click.echo(f"Nothing to grade: all {e.reused} submission(s) are unchanged since they were graded "
                            "(--force grades them again).", err=True)

@@ -67,7 +67,7 @@ def _exit_now(code: int) -> None:
               default=Path("grader-report"), show_default=True, help="Folder for the HTML report.")
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
               help="Where the reference and your code run.")
-@click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, and tracebacks for errors.")
+@click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, your code's tracebacks for errors, and up to 40 lines of what it printed (5 without -v).")
 @lang_option
 @operator_errors
 def check(submission: Path, assignment: str | None, out_dir: Path, device: str, verbose: bool,

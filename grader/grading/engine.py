@@ -20,6 +20,7 @@ from collections.abc import Callable
 import torch
 
 from grader import untrusted
+from grader.assignment.signatures import call_defaults
 from grader.assignment.spec import Assignment
 from grader.cases import CaseInstance, Setup, Verdict
 from grader.errors import AssignmentSpecError, GraderError
@@ -69,6 +70,8 @@ class Engine:
         # masked-attention and still gets the rest graded (submission_timeout_s bounds the total).
         self.max_restarts = max_restarts
         self.instances = [i for i in assignment.instances(public_only=public_only) if only is None or i.id in only]
+        self.defaults = call_defaults(assignment.entry_points)
+        """The entry points' documented defaults: a case's call leaves out arguments equal to them."""
         self.setups: dict[str, Setup] = dict(setups or {})
         """Case instance id -> its setup, computed once (`setup`), shared by engines of one batch."""
         self._environment: Environment | None = None
@@ -286,7 +289,7 @@ class Engine:
         (see `NotifyingCalls`)."""
         worker.reply_cap = reply_cap(self.setup(inst))
         try:
-            v = inst.case.check_fn(Student(worker if on_call is None else NotifyingCalls(worker, on_call)),
+            v = inst.case.check_fn(Student(worker if on_call is None else NotifyingCalls(worker, on_call), self.defaults),
                                    self.setup(inst), inst.param)
             return CaseOutcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
         except StudentError as e:
@@ -311,7 +314,7 @@ class Engine:
 
             reference = importlib.import_module(self.assignment.reference)
             try:
-                inst.case.check_fn(Student(ReferenceWorker(reference)), self.setup(inst), inst.param)
+                inst.case.check_fn(Student(ReferenceWorker(reference), self.defaults), self.setup(inst), inst.param)
                 known = True
             except NotInReference:
                 known = True

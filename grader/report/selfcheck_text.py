@@ -13,6 +13,7 @@ from grader.report.text import fmt_points
 
 if TYPE_CHECKING:
     from grader.grading.single import Graded
+    from grader.results import GradeReport
 
 
 def marks() -> tuple[str, str]:
@@ -42,7 +43,6 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
     """What ``grader check`` prints in `lang` (default: the report's): one line per case, a hint
     under each failure, the total."""
     from grader.report.text import one_line
-    from grader.report.view import case_message, concept_title, evidence_facts, load_message
     from grader.results import Outcome
 
     r = g.report
@@ -57,25 +57,9 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
         "self-check of {file} (public cases only)", file=one_line(r.submission.filename, 200)))]
     if g.note:
         lines.append(one_line(translate(g.note, lang) if isinstance(g.note, str) else say(g.note), 300))
-    if not r.load.ok:
-        lines.append(say(tr("Your submission could not be loaded: {reason}",
-                            reason=one_line(load_message(r, lang), 400))))
-    for e in r.load.cell_errors:
-        lines.append(say(tr("Error while loading ({where}): {error}", where=one_line(e.where_i18n().render(lang), 100),
-                            error=one_line(e.error, 300))))
-    vocab = vocabulary(r.concepts)
-    for c in r.cases:
-        title = one_line(translate(c.title, lang), 100)
-        if c.outcome is Outcome.PASSED:
-            lines.append(f"  {ok} {title} [{c.id}]")
-            continue
-        concept = c.concept or (say(tr("not implemented yet")) if c.not_implemented else c.outcome.value)
-        lines.append(f"  {bad} {title} [{c.id}] {dash} {concept}")
-        lines.append(f"      {one_line(case_message(c, lang), 240 if not verbose else 2000)}")
-        if verbose and c.concept:
-            lines.append("      " + say(tr("({title})", title=concept_title(vocab, concept, lang))))
-            lines += ["      " + say(tr("{label}: {value}", label=f.label, value=one_line(f.value, 300)))
-                      for f in evidence_facts(c.evidence, lang)]
+    lines += load_lines(r, lang, verbose=verbose)
+    lines += case_lines(r, lang, verbose=verbose)
+    lines += printed_lines(r, lang, verbose=verbose)
     passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
     lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points, lang))
     args = dict(passed=passed, total=len(r.cases), earned=fmt_points(r.score.earned),
@@ -91,3 +75,80 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
         if r.environment.limits:
             lines.append(say(tr("Sandbox limits: {limits}", limits=r.environment.limits)))
     return lines
+
+def load_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]:
+    """Why the submission did not load, and each code cell that raised while it loaded (with its
+    traceback when `verbose`)."""
+    from grader.report.text import one_line
+    from grader.report.view import load_message
+
+    lines = []
+    if not r.load.ok:
+        lines.append(tr("Your submission could not be loaded: {reason}",
+                        reason=one_line(load_message(r, lang), 400)).render(lang))
+    for e in r.load.cell_errors:
+        lines.append(tr("Error while loading ({where}): {error}", where=one_line(e.where_i18n().render(lang), 100),
+                        error=one_line(e.error, 300)).render(lang))
+        if verbose and e.traceback:
+            lines += traceback_lines(e.traceback)
+    return lines
+
+
+def case_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]:
+    """One line per case (✓/✗, title, id, concept), the hint under each failure; with `verbose`
+    the concept's title and the evidence too. Shared by ``grader check`` and the notebook's text."""
+    from grader.report.text import one_line
+    from grader.report.view import case_message, concept_title, evidence_facts
+    from grader.results import Outcome
+
+    def say(m: Msg) -> str:
+        return m.render(lang)
+
+    ok, bad = marks()
+    dash = "—" if ok == "✓" else "-"
+    lines: list[str] = []
+    vocab = vocabulary(r.concepts)
+    for c in r.cases:
+        title = one_line(translate(c.title, lang), 100)
+        if c.outcome is Outcome.PASSED:
+            lines.append(f"  {ok} {title} [{c.id}]")
+            continue
+        concept = c.concept or (say(tr("not implemented yet")) if c.not_implemented else c.outcome.value)
+        lines.append(f"  {bad} {title} [{c.id}] {dash} {concept}")
+        lines.append(f"      {one_line(case_message(c, lang), 240 if not verbose else 2000)}")
+        if verbose and c.concept:
+            lines.append("      " + say(tr("({title})", title=concept_title(vocab, concept, lang))))
+            lines += ["      " + say(tr("{label}: {value}", label=f.label, value=one_line(f.value, 300)))
+                      for f in evidence_facts(c.evidence, lang)]
+        if verbose and c.evidence.traceback:
+            lines += traceback_lines(c.evidence.traceback)
+    return lines
+
+
+PRINTED_LINES = 5
+"""Lines of the student's own output a self-check shows (without -v; the report has it all)."""
+
+
+def printed_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]:
+    """What the submission printed while it loaded and ran the public cases: the first lines
+    (every line, up to 40, with `verbose`), each cleaned of control characters and bounded."""
+    from grader.report.text import one_line
+
+    printed = [line for line in (r.load.stdout + "\n" + r.load.stderr).splitlines() if line.strip()]
+    if not printed:
+        return []
+    limit = 40 if verbose else PRINTED_LINES
+    lines = [tr("Your code printed (while loading and on the public cases):").render(lang)]
+    lines += ["    | " + one_line(line, 200) for line in printed[:limit]]
+    if len(printed) > limit:
+        lines.append("    " + ntr("… {n} more line, in the report.", "… {n} more lines, in the report.",
+                                   len(printed) - limit).render(lang))
+    return lines
+
+
+def traceback_lines(traceback: str, limit: int = 30) -> list[str]:
+    """A student's traceback under its case (-v), indented, the last `limit` lines."""
+    from grader.report.text import one_line
+
+    kept = [line for line in traceback.splitlines() if line.strip()][-limit:]
+    return ["        " + one_line(line, 300) for line in kept]

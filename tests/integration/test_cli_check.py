@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from grader.assignment.spec import load_assignment
@@ -62,6 +63,7 @@ def test_buggy_submission_fails_the_right_case_with_its_concept(tmp_path):
     assert (tmp_path / "zero_fill.html").is_file()
 
 
+@pytest.mark.slow
 def test_ascii_terminal_and_module_entry_point(tmp_path):
     env = {**os.environ, "PYTHONIOENCODING": "ascii"}
     proc = subprocess.run([sys.executable, "-m", "grader", "check", str(BUGGY), "-o", str(tmp_path)],
@@ -122,6 +124,23 @@ def test_the_py_and_the_notebook_of_one_kit_keep_a_report_each(tmp_path):
         assert result.exit_code == 0, result.output
         assert result.output.splitlines()[-1].endswith(f"{name.replace('.py', '')}.html")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["attention.html", "attention.ipynb.html"]
+
+
+def test_the_terminal_shows_what_the_code_printed_and_with_v_the_traceback(tmp_path):
+    src = CORRECT.read_text(encoding="utf-8").replace(
+        "def masked_attention(", "print('debug: loaded')\nprint('\\x1b[2Jcleared?')\n"
+        "def _boom():\n    raise ValueError('scores look odd')\n\n\ndef _unused(", 1)
+    src += "\n\ndef masked_attention(q, k, v, mask=None):\n    _boom()\n"
+    sub = tmp_path / "noisy.py"
+    sub.write_text(src, encoding="utf-8")
+    plain = run(str(sub), "-a", "masked-attention", "-o", str(tmp_path / "a"))
+    lines = plain.output.splitlines()
+    i = lines.index("Your code printed (while loading and on the public cases):")
+    assert lines[i + 1:i + 3] == ["    | debug: loaded", "    | cleared?"]  # no escape sequence reaches the terminal
+    assert "\x1b" not in plain.output and "Traceback" not in plain.output
+    verbose = run(str(sub), "-a", "masked-attention", "-o", str(tmp_path / "b"), "-v")
+    assert "Traceback" in verbose.output
+    assert "        ValueError: scores look odd" in verbose.output.splitlines()
 
 
 def test_output_folder_not_writable(tmp_path):

@@ -39,7 +39,7 @@ FAULT = Path(__file__).with_name("cluster_fault_preload.py")
 SIX = {"additive": "correct", "einsum": "correct", "sdpa": "correct",
        "no_scaling": "buggy", "zero_fill": "buggy", "causal_off_by_one": "buggy"}
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # full tier: a Dask scheduler and workers in subprocesses
 
 
 @dataclass
@@ -198,7 +198,7 @@ def outcomes(out: Path) -> dict[str, tuple]:
 
 def ledger_rows(out: Path) -> list[str]:
     with sqlite3.connect(out / "ledger.sqlite") as conn:
-        return [r[0] for r in conn.execute("SELECT student_id FROM entries ORDER BY student_id")]
+        return [r[0] for r in conn.execute("SELECT student_id FROM graded ORDER BY student_id")]
 
 
 def scores(out: Path, run_id: int) -> list[str]:

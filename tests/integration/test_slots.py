@@ -10,6 +10,7 @@ import pytest
 from grader.batch import slots
 from grader.assignment.spec import load_assignment
 from grader.grading.engine import Engine
+from grader.assignment.fingerprint import Fingerprint
 from grader.records.ledger import LedgerKey
 from grader.results import SubmissionInfo, to_dict
 
@@ -54,7 +55,7 @@ class _Tally:
 
 
 def _key(name):
-    return LedgerKey(name, "0" * 64, "masked-attention", "1", "0", "all@cpu")
+    return LedgerKey(name, "0" * 64, "masked-attention", "all@cpu", Fingerprint("c", "r", "s", "0"))
 
 
 def _children():

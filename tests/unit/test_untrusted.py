@@ -20,6 +20,7 @@ from grader import untrusted
 from grader.cli.app import main
 from grader.cli.student import Graded, ci_lines
 from grader.records.gradebook import Gradebook, scores_csv
+from grader.assignment.fingerprint import Fingerprint
 from grader.records.ledger import Ledger, LedgerKey
 from grader.report import gradescope_results, grades_csv, junit_xml, markdown_summary, render_dashboard
 from grader.report import render_submission, write_all
@@ -86,10 +87,10 @@ def test_worker_text_is_made_safe_where_it_enters_the_grader():
 
 def test_sqlite_ledger_stores_and_returns_any_text(tmp_path):
     report = _nasty()
-    key = LedgerKey(nasty.ALL, "ab" * 32, "masked-attention", "1.0", "0.1.0", "all@cpu")
+    key = LedgerKey(nasty.ALL, "ab" * 32, "masked-attention", "all@cpu", Fingerprint(nasty.ALL, "r", "s", "0.1.0"))
     with Ledger(tmp_path) as ledger:
         ledger.record(key, report)
-        back = ledger.lookup(key)
+        back = ledger.lookup(key).report
     assert back is not None and back.submission.id == untrusted.storable(nasty.ALL)
     assert back.cases[0].message.startswith(untrusted.storable(nasty.ALL))
 

@@ -1,5 +1,6 @@
-# Tutorial 003's class as published (no causal= or cache= in forward, assert for validation), with no KVCache.
-# Concepts: validation, signature
+# Tutorial 003's class as published (no causal= or cache= in forward, assert for validation, -inf without a
+# guard), with no KVCache.
+# Concepts: validation, signature, fully-masked-rows
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
