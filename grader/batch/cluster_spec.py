@@ -81,8 +81,8 @@ def security_for(spec: ClusterSpec):
                         require_encryption=True)
     sec = Security(require_encryption=True)  # from Dask's configuration
     if not (sec.tls_ca_file and sec.tls_client_cert):
-        raise GraderError(f"--cluster {spec.address}: no TLS certificate for this machine; pass --tls-ca-file, "
-                          "--tls-cert and --tls-key (or set distributed.comm.tls in Dask's configuration), "
+        raise GraderError(f"--cluster {spec.address}: no TLS certificate for this machine; pass --tls CA CERT KEY "
+                          "(or set distributed.comm.tls in Dask's configuration), "
                           "see docs/cluster.md")
     return sec
 

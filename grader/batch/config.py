@@ -34,7 +34,7 @@ class BatchConfig:
     dashboard_lang: str | None = None
     """The dashboard's language (``--dashboard-lang``; default: the locale)."""
     cluster_tls: tuple[str, str, str] | None = None
-    """The instructor's TLS files for a tls:// scheduler: CA, certificate, key (``--tls-*``)."""
+    """The instructor's TLS files for a tls:// scheduler: CA, certificate, key (``--tls``)."""
     insecure_cluster: bool = False
     """Allow a plain-TCP scheduler (``--insecure-cluster``)."""
     accept_isolation: str | None = None

@@ -48,15 +48,15 @@ class Cluster:
     procs: list[subprocess.Popen]
     logs: Path
     tls: list[str]
-    """The instructor's --tls-ca-file/--tls-cert/--tls-key arguments."""
+    """The CA, the certificate and its key (one for every node here)."""
 
     @property
     def args(self) -> list[str]:
         """What `grader grade` is given to grade on this cluster."""
-        return ["--cluster", self.address, *self.tls]
+        return ["--cluster", self.address, "--tls", *self.tls]
 
     def client(self) -> distributed.Client:
-        ca, cert, key = self.tls[1::2]
+        ca, cert, key = self.tls
         sec = distributed.Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
         return distributed.Client(self.address, timeout=30, security=sec)
 
@@ -136,7 +136,7 @@ def dask_cluster(base: Path, *, workers: int, worker_args: tuple[str, ...] = ())
             procs.append(_python("distributed.cli.dask_worker", address, *local, "--nthreads", "1", "--nworkers", "1",
                                  "--local-directory", str(base / f"w{i}"), "--death-timeout", "60", *worker_args,
                                  cwd=base, log=base / f"worker{i}.log", env=env))
-        c = Cluster(address, procs, base, tls)
+        c = Cluster(address, procs, base, [str(ca), str(cert), str(key)])
         _wait_for_workers(c, workers)
         yield c
     finally:

@@ -72,11 +72,3 @@ def test_a_plain_tcp_scheduler_is_refused_unless_explicitly_allowed(tmp_path):
             "results. Use a tls:// scheduler with certificates (docs/cluster.md), or pass --insecure-cluster") \
         in result.output
     assert not (tmp_path / "out" / "results").exists()
-
-
-def test_tls_files_go_together(tmp_path):
-    ca = tmp_path / "ca.pem"
-    ca.write_text("x")
-    result = grade(SDPA, "-a", "masked-attention", "-o", tmp_path / "out", "--cluster", "tls://127.0.0.1:9",
-                   "--tls-ca-file", ca)
-    assert result.exit_code == 2 and "--tls-ca-file, --tls-cert and --tls-key go together" in result.output
