@@ -156,7 +156,7 @@ def test_a_kit_released_in_chinese_speaks_chinese(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "grader", "check", "attention.py"], cwd=out, capture_output=True,
                           text=True, env={**_env(), "LANG": "C.UTF-8"}, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "  ✗ 带因果掩码的 masked_attention [attention_causal_small] — mask-fill-value" in proc.stdout.splitlines()
+    assert "  ✗ 带因果掩码的 masked_attention [attention_causal_small] — 被屏蔽的分数在 softmax 之前必须是 -inf（或 finfo(dtype).min）（mask-fill-value）" in proc.stdout.splitlines()
     junit = tmp_path / "junit.xml"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"],
                           cwd=out, capture_output=True, text=True, env={**_env(), "LANG": "C.UTF-8"}, timeout=180)
