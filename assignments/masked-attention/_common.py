@@ -11,7 +11,7 @@ import torch
 import reference
 from grader.cases import Setup, SetupContext, Verdict
 from grader.checks.attention import MESSAGES, AttentionCase, check_attention
-from grader.checks.compare import Expected, check_structure, check_values
+from grader.checks.compare import Expected, check_comparable, check_structure, check_values, identical
 from grader.i18n import tr
 
 
@@ -127,10 +127,13 @@ def check_twice(student, s: Setup) -> Verdict:
     i = s.inputs
     first = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
     second = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
-    same = (isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second) == 2
-            and all(type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape
-                    and torch.equal(a, b) for a, b in zip(first, second)))
-    if not same:
+    pairs = (isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second) == 2)
+    if pairs:
+        for a, b, name in zip(first, second, ("out", "weights")):
+            bad = check_comparable(a, name) or check_comparable(b, f"{name} of the second call")
+            if bad:
+                return bad
+    if not (pairs and all(identical(a, b) for a, b in zip(first, second))):
         return Verdict.fail("dropout", tr("Two identical calls gave different results: masked_attention must not use "
                                           "dropout (F.dropout defaults to training=True)."))
     return check_attention(first, s.expected, concept="dropout",

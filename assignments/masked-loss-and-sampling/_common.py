@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from grader.cases import Setup, SetupContext, Verdict
-from grader.checks.compare import is_tensor, not_a_tensor
+from grader.checks.compare import check_comparable, is_tensor, not_a_tensor
 from grader.checks.stats import check_frequencies, frequency_problems
 from grader.results import Evidence
 from grader.i18n import tr
@@ -105,6 +105,9 @@ def check_gradient(student, s: Setup) -> Verdict:
                              cotangent=torch.tensor(1.0))
     if not is_tensor(grad) or tuple(grad.shape) != tuple(i["logits"].shape):
         return Verdict.fail("loss-padding", tr("{what} is missing or has the wrong shape.", what=what))
+    bad = check_comparable(grad, what, concept="loss-padding")
+    if bad:
+        return bad
     g = grad.detach().to("cpu", torch.float64)
     leak = g[~i["mask"]].abs().max().item() if (~i["mask"]).any() else 0.0
     zero_ids = i["mask"] & (i["targets"] == 0)
@@ -136,8 +139,9 @@ def draws_of(student, s: Setup, seed: int) -> object:
 
 
 def shape_problem(draws: object, n: int) -> Verdict | None:
-    if not is_tensor(draws):
-        return not_a_tensor(draws, "sample_next(...)")
+    bad = check_comparable(draws, "sample_next(...)", concept="sample-shape")
+    if bad:
+        return bad
     assert isinstance(draws, torch.Tensor)
     if tuple(draws.shape) != (n,) or draws.dtype != torch.int64:
         return Verdict.fail("sample-shape", tr("sample_next(...) returned shape {shape} and {dtype}, expected ({n},) "

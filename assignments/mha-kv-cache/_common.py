@@ -14,7 +14,7 @@ import torch
 
 import reference
 from grader.cases import Setup, SetupContext, Verdict
-from grader.checks.compare import Expected, check_structure, check_values
+from grader.checks.compare import Expected, check_comparable, check_structure, check_values, identical
 from grader.checks.hypotheses import Hypotheses, concept_of, matching_mistake
 from grader.assignment.builtin import CONCEPTS
 from grader.results import Evidence
@@ -191,9 +191,8 @@ def broken_cache(student) -> Verdict | None:
             raise  # a placeholder: the engine says "not implemented yet"
         return Verdict.fail("kv-cache-append", tr("Decoding failed inside KVCache.append ({exc_type}: {message}): "
                                                   "concatenate on the time axis, dim 2 of (B, h, T, d_k).", exc_type=e.exc_type, message=e.message[:120]))
-    ok = (isinstance(got, (tuple, list)) and len(got) == 2 and all(type(t) is torch.Tensor for t in got)
-          and got[0].shape == (1, 2, 3, 4) and torch.equal(got[0], torch.cat([k1, k2], 2))
-          and torch.equal(got[1], torch.cat([v1, v2], 2)))
+    ok = (isinstance(got, (tuple, list)) and len(got) == 2 and all(check_comparable(t, "") is None for t in got)
+          and identical(got[0], torch.cat([k1, k2], 2)) and identical(got[1], torch.cat([v1, v2], 2)))
     if not ok:
         return Verdict.fail("kv-cache-append", tr("Decoding failed because KVCache.append does not return the "
                                                   "concatenation of everything cached so far on the time axis (dim "
@@ -278,7 +277,10 @@ def check_twice(student, s: Setup) -> Verdict:
     i = s.inputs
     m = load_student(student, i["d"], i["h"], i["weights"])
     a, b = m(i["x"], causal=True), m(i["x"], causal=True)
-    if not (type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape and torch.equal(a, b)):
+    bad = check_comparable(a, "forward(x)") or check_comparable(b, "forward(x), called again")
+    if bad:
+        return bad
+    if not identical(a, b):
         return Verdict.fail("dropout", tr("Two identical calls in eval mode gave different outputs: use nn.Dropout "
                                           "(which .eval() turns off) or pass training=self.training."))
     return check_forward(student, s, concept="dropout")

@@ -12,7 +12,7 @@ import torch
 import reference
 from grader.cases import Setup, Verdict, case
 from grader.checks.hypotheses import Hypotheses
-from grader.checks.compare import Expected, check_structure, check_values
+from grader.checks.compare import Expected, check_comparable, check_structure, check_values
 from grader.results import Evidence
 from grader.sandbox import StudentError
 from grader.i18n import tr
@@ -139,16 +139,17 @@ def _(student, s, param):
     m = load_student(student, i["d"], i["h"], i["weights"])
     batched = m(i["x"], i["pad"][:, None, None, :], causal=True)
     bad = check_structure(batched, tuple(i["x"].shape), torch.float32, what="forward(batch)",
-                          shape_concept="padding-broadcast")
+                          shape_concept="padding-broadcast") or check_comparable(batched, "forward(batch)")
     if bad:
         return bad
     for b, sq in enumerate(i["seqs"]):
         alone = m(sq, causal=True)
         n = sq.shape[1]
         rows = batched[b, :n] if i["side"] == "right" else batched[b, -n:]
-        if type(alone) is not torch.Tensor or alone.shape != (1, n, i["d"]):
-            return check_structure(alone, (1, n, i["d"]), torch.float32, what=f"forward(sequence {b})",
-                                   shape_concept="padding-broadcast") or Verdict.fail("signature", tr("bad output"))
+        if type(alone) is not torch.Tensor or alone.shape != (1, n, i["d"]) or alone.device.type == "meta":
+            return (check_structure(alone, (1, n, i["d"]), torch.float32, what=f"forward(sequence {b})",
+                                    shape_concept="padding-broadcast")
+                    or check_comparable(alone, f"forward(sequence {b})") or Verdict.fail("signature", tr("bad output")))
         v = check_values(rows, Expected(alone[0].detach().double(), None, torch.float32), what=f"sequence {b}",
                          concept="padding-broadcast", atol=1e-5, rtol=1e-4,
                          message=tr("Sequence {b} gives different outputs alone and inside a {side}-padded batch: "

@@ -16,7 +16,8 @@ import torch
 
 from grader.i18n import Msg, tr
 from grader.cases import Verdict
-from grader.checks.compare import Expected, check_structure, compare, evidence_of, is_tensor, nan_locations
+from grader.checks.compare import (Expected, check_comparable, check_structure, compare, evidence_of, is_tensor,
+                                   nan_locations)
 from grader.checks.hypotheses import concept_of, matching_mistake
 from grader.results import Evidence, Heatmap
 
@@ -181,8 +182,8 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
                                             what=what, type=got))
     out, w = result
     for value, exp, name in ((out, a.out, "out"), (w, a.weights, "weights")):
-        bad = check_structure(value, tuple(exp.oracle.shape), exp.dtype, what=f"{what}'s {name}",
-                              shape_concept=concept)
+        bad = (check_structure(value, tuple(exp.oracle.shape), exp.dtype, what=f"{what}'s {name}",
+                               shape_concept=concept) or check_comparable(value, f"{what}'s {name}"))
         if bad:
             return bad
     assert is_tensor(out) and is_tensor(w)

@@ -32,7 +32,8 @@ from grader.grading.proxy import Student
 from grader.grading.reference_run import NotInReference, ReferenceWorker
 from grader.grading.request_plan import CallPlan, NotifyingCalls
 from grader.grading.setups import author_error, compute_setup, on_device, reply_cap
-from grader.grading.student_outcomes import CaseOutcome, died, missing_entry_points, raised, worker_failed
+from grader.grading.student_outcomes import (CaseOutcome, died, missing_entry_points, raised, unreadable_value,
+                                             worker_failed)
 from grader.i18n import Msg, choose
 from grader.results import CaseResult, Environment, GradeReport, LoadInfo, Outcome, SubmissionInfo
 from grader.sandbox import (Limits, OffPlan, SandboxError, StudentError, WireError, WorkerCrashed,
@@ -298,7 +299,9 @@ class Engine:
             return worker_failed(e)
         except (SandboxError, OffPlan, GraderError):
             raise
-        except Exception as e:  # the case's check itself failed: the author's mistake
+        except Exception as e:  # the check raised: on the student's values, or on any (the author's mistake)
+            if self.reference_runs(inst):
+                return unreadable_value(e)
             raise author_error(self.assignment, inst, e, "check") from e
 
     def reference_runs(self, inst: CaseInstance) -> bool:

@@ -68,6 +68,15 @@ def worker_failed(e: WorkerTimeout | WorkerCrashed | WireError) -> CaseOutcome:
         "signature", tr("Your code returned something the grader cannot accept: {detail}.", detail=str(e))))
 
 
+def unreadable_value(e: Exception) -> CaseOutcome:
+    """The case's check raised `e` on what the student's code returned, where the trusted
+    reference's own results get through the same check: the student's case fails (a value of the
+    right shape on the meta device, say, or a tensor whose values cannot be compared)."""
+    return CaseOutcome(Outcome.ERROR, Verdict.fail("signature", tr(
+        "What your code returned could not be checked ({exc}: {detail}). Return plain tensors of the "
+        "expected shape and dtype, on the inputs' device.", exc=type(e).__name__, detail=short(str(e), 200))))
+
+
 def died(done: CaseOutcome, worker: GradingWorker) -> bool:
     """The case ended with its worker gone (timed out, crashed, or killed for an invalid reply):
     the next case needs a fresh one."""
