@@ -184,6 +184,9 @@ def test_a_kit_released_in_chinese_speaks_chinese(tmp_path):
                    if tc.get("name") == "attention_causal_small")
     assert "概念：mask-fill-value（被屏蔽的分数在 softmax 之前必须是 -inf" in failure.text
     assert "被屏蔽的位置分到了注意力权重" in failure.text
+    assert failure.text.startswith("带因果掩码的 masked_attention [attention_causal_small]：未通过"), failure.text
+    assert "attention_causal_small: 带因果掩码的 masked_attention" in proc.stdout  # the failure's heading
+    assert ": failed" not in proc.stdout
 
 
 def test_every_assignment_releases_without_a_leak(tmp_path):
