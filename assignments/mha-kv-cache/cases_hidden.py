@@ -15,6 +15,7 @@ from grader.checks.hypotheses import Hypotheses
 from grader.checks.compare import Expected, check_comparable, check_structure, check_values
 from grader.results import Evidence
 from grader.sandbox import StudentError
+from grader.checks.hypotheses import concept_of
 from grader.i18n import tr
 
 from ._common import (
@@ -127,7 +128,7 @@ def pad_invariance(ctx):
             x[b, T - lengths[b]:] = sq[0]
     keep = pad[:, None, None, :]
     no_causal = Hypotheses(reference.mistakes.forward(w, h, x, mask=keep, causal=True)[0],
-                           reference.mistakes.forward_mistakes(w, h, x, mask=keep, causal=True, names=("causal-leak",)))
+                           reference.mistakes.forward_mistakes(w, h, x, mask=keep, causal=True, names=("causal-leak", "mask-combination/dropped-when-causal")))
     return Setup(inputs=dict(d=d, h=h, weights=w, seqs=seqs, x=x, pad=pad, side=ctx.param),
                  extra=dict(probe=probe(w, h, x), no_causal=no_causal))
 
@@ -160,9 +161,9 @@ def _(student, s, param):
 
 
 def _causal_dropped(batched, s: Setup) -> Verdict | None:
-    """The padded batch (mask and causal=True) came out as if causal were ignored when a mask is given."""
+    """The padded batch (mask and causal=True) came out as if one of the two were dropped when both are given."""
     leak = mistaken(batched, s.extra["no_causal"], where=s.inputs["pad"][:, :, None])
-    return Verdict.fail(leak, message_for(leak)) if leak else None
+    return Verdict.fail(concept_of(leak), message_for(leak)) if leak else None
 
 
 # C20 in the case design table

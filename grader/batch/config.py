@@ -40,6 +40,10 @@ class BatchConfig:
     accept_isolation: str | None = None
     """The weaker sandbox level the instructor accepts where the self-test proves less than the
     level claims (``--accept-isolation``); every result records it."""
+    folders_are_submissions: bool = False
+    """Each folder in `paths` is one student's submission, not a folder of submissions."""
+    newest: bool = False
+    """Of several submissions giving one LMS student id, grade only the newest (else each under its own id)."""
 
 
 @dataclass(frozen=True)
@@ -48,9 +52,9 @@ class Event:
 
     kind: str
     """"waiting" (for another run's lock; message says whose), "plan" (before grading), "ready" (the
-    sandboxes started: seconds it took, message the isolation), "warning" (once, after "ready": what
-    the sandbox cannot bound here, in plain words), "graded", "error" (the grader could
-    not grade it; message says why) or "stopping"."""
+    sandboxes started: seconds it took, message the isolation), "warning" (message says what: the
+    batch's layout, before grading; what the sandbox cannot bound here, once after "ready"),
+    "graded", "error" (the grader could not grade it; message says why) or "stopping"."""
     done: int
     total: int
     """Submissions to grade in this run (those the ledger already holds are not counted)."""

@@ -24,13 +24,27 @@ class Expected:
     """The reference result of one tensor.
 
     oracle: float64, computed from the same rounded inputs the student got.
-    naive:  the same computation in the input dtype (for the fp16/bf16 rule), else None.
+    naive:  the same computation in the input dtype (for the fp16/bf16 rule), else None. Where
+            plain code can be written in more than one way that rounds differently (torch.softmax
+            vs a softmax by hand), ``farthest_of`` their results: the rule then allows twice the
+            error of whichever rounds worst on the cells compared.
     dtype:  the dtype the student's tensor must have.
     """
 
     oracle: torch.Tensor
     naive: torch.Tensor | None
     dtype: torch.dtype
+
+
+def farthest_of(oracle: torch.Tensor, results: list[torch.Tensor]) -> torch.Tensor:
+    """Per element, the one of ``results`` (same shape and dtype) farthest from ``oracle``. Over any
+    selection of cells, max |farthest - oracle| is then the largest of the results' own errors."""
+    o = oracle.detach().to("cpu", torch.float64)
+    worst = results[0]
+    for r in results[1:]:
+        further = (r.detach().to("cpu", torch.float64) - o).abs() > (worst.detach().to("cpu", torch.float64) - o).abs()
+        worst = torch.where(further.to(worst.device), r, worst)
+    return worst
 
 
 def type_name(value: object) -> str:

@@ -42,6 +42,8 @@ from grader.i18n import LANGUAGES
 @click.option("--accept-isolation", "accept_isolation", metavar="LEVEL", default=None,
               help="Grade with this weaker sandbox level where the start-up self-test proves less than the "
                    "level claims (the error names it); every result records it.")
+@click.option("--folders-are-submissions", is_flag=True, help="Each folder in SUBMISSIONS is ONE student's submission.")
+@click.option("--newest", is_flag=True, help="Of several files with one LMS student id, grade only the newest.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
 @lang_option
 @dashboard_lang_option
@@ -49,7 +51,8 @@ from grader.i18n import LANGUAGES
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
           tls: tuple[str, str, str] | None, insecure_cluster: bool,
-          accept_isolation: str | None, verbose: bool, lang: str | None, dashboard_lang: str | None) -> None:
+          accept_isolation: str | None, folders_are_submissions: bool, newest: bool, verbose: bool,
+          lang: str | None, dashboard_lang: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -57,9 +60,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     gives lastname_firstname_12345). Each result is saved as soon as it is graded;
     a re-run grades only new or changed submissions (--force grades all again), so an
     interrupted run resumes where it stopped. Every run's scores go into the gradebook.
-    A folder holding the assignment's main module (e.g. attention.py) is one student's
-    submission; a folder holding expected.toml (the bundled samples) grades the samples
-    it declares for the assignment.
+    A folder is a folder of submissions whatever its files are called (--folders-are-submissions:
+    one student's); two files of one LMS id are both graded, under ids of their own, with a warning.
 
     \b
     Examples:
@@ -100,7 +102,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
                           device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster,
                           lang=lang, dashboard_lang=dashboard_lang, accept_isolation=accept_isolation,
-                          cluster_tls=tls or None, insecure_cluster=insecure_cluster)
+                          cluster_tls=tls or None, insecure_cluster=insecure_cluster,
+                          folders_are_submissions=folders_are_submissions, newest=newest)
         progress = Progress(verbose=verbose)
         try:
             result = run_batch(cfg, progress.on_event)

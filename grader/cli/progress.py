@@ -39,7 +39,7 @@ class Progress:
             self._draw(e)
         elif e.kind == "warning":
             self._clear()
-            click.echo(f"Warning: {e.message}", err=True)
+            click.echo(f"Warning: {shown(e.message, 4000)}", err=True)
         elif e.kind == "stopping":
             self._clear()
             click.echo("Stopping after the submissions in progress (Ctrl-C again to stop now)...", err=True)

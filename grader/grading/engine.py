@@ -38,7 +38,8 @@ from grader.i18n import Msg, choose
 from grader.results import CaseResult, Environment, GradeReport, LoadInfo, Outcome, SubmissionInfo
 from grader.sandbox import (Limits, OffPlan, SandboxError, StudentError, WireError, WorkerCrashed,
                             WorkerTimeout)
-from grader.submission.load import LoadedSubmission, load_submission
+from grader.submission.intake import Intake
+from grader.submission.load import LoadedSubmission
 
 
 def limits_for(assignment: Assignment) -> Limits:
@@ -76,6 +77,8 @@ class Engine:
         self.setups: dict[str, Setup] = dict(setups or {})
         """Case instance id -> its setup, computed once (`setup`), shared by engines of one batch."""
         self._environment: Environment | None = None
+        self.intake = Intake()
+        """Reads the submissions `grade_path` is given, behind the boundary (its process starts on first use)."""
         self.plan = CallPlan()
         """The requests each case makes, learned from the trusted reference (see learn_calls)."""
         self._reference_runs: dict[str, bool] = {}
@@ -150,7 +153,7 @@ class Engine:
     # --- one submission ---------------------------------------------------------------------
 
     def grade_path(self, path: Path, *, student_id: str | None = None) -> GradeReport:
-        sub = load_submission(path, main_module=self.assignment.main_module, cell_tag=self.assignment.cell_tag)
+        sub = self.intake.load(path, main_module=self.assignment.main_module, cell_tag=self.assignment.cell_tag)
         return self.grade(sub, student_id=student_id)
 
     def start_worker(self, sub: LoadedSubmission):

@@ -45,13 +45,19 @@ def raised(a: Assignment, inst: CaseInstance, e: StudentError, sub: LoadedSubmis
     if concept not in a.concepts:  # PyTorch's well-known errors: only where declared
         concept = inst.case.concept
     rule = tr(a.concepts[concept].title)  # a catalog msgid: spec.toml's titles are extracted
-    if e.message.strip():
+    if device_case and concept == inst.case.concept \
+            and concept_of_exception(e.exc_type, e.message, "", inst.case.on_error) != concept:
+        # Nothing in the error points to a tensor on the wrong device (a meta tensor's values were
+        # read, say): the device rule would be a cause the evidence does not show.
+        said = tr("Your code raised {exc}: {detail}.", exc=e.exc_type, detail=short(e.message)) \
+            if e.message.strip() else tr("Your code raised {exc}.", exc=e.exc_type)
+    elif e.message.strip():
         said = tr("Your code raised {exc}: {detail}. {rule}.", exc=e.exc_type, detail=short(e.message), rule=rule)
     else:
         said = tr("Your code raised {exc}. {rule}.", exc=e.exc_type, rule=rule)
     if device_case:
         said += tr(" The reference makes the same calls on these inputs without an error (meta tensors have "
-                   "no values: steps such as .item() or `if mask.any():` cannot run on them).")
+                   "no values: steps such as .item(), .tolist() or `if mask.any():` cannot run on them).")
     return CaseOutcome(Outcome.ERROR, Verdict.fail(concept, said, Evidence(traceback=e.traceback)))
 
 
