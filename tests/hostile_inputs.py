@@ -14,7 +14,7 @@ import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 CORRECT = ROOT / "submissions" / "masked-attention" / "correct" / "sdpa.py"
