@@ -17,11 +17,9 @@ from grader.i18n import DEFAULT as DEFAULT_LANG
 from grader.i18n import Msg, as_msg
 
 SCHEMA_VERSION = 3
-"""2: messages also kept as gettext msgids with arguments (``*_i18n``), and the report's ``lang``.
-3: ``evidence.output_digest``, a digest of what a failed case's calls returned."""
+"""2: messages also as gettext msgids with arguments (``*_i18n``), the report's ``lang``. 3: ``output_digest``."""
 READABLE_VERSIONS = (1, 2, 3)
-"""Version 1 results read as English-only messages (they render in English in every language);
-versions 1 and 2 have no output digests."""
+"""Version 1 results read as English-only messages (they render in English in every language)."""
 
 
 def split_message(obj: Any, text: str, i18n: str) -> None:
@@ -131,8 +129,7 @@ class Evidence:
     notes_i18n: list[Msg] = field(default_factory=list)
     """``notes`` as translatable messages, one per note (empty in results before schema 2)."""
     output_digest: str | None = None
-    """A failed case's SHA-256 digest (32 hex digits) of every value the submission's calls returned,
-    bit for bit: equal digests, identical wrong outputs (the similarity report). None otherwise."""
+    """A failed case's SHA-256 (32 hex) of all its calls returned: equal digests, identical wrong outputs."""
 
     def __post_init__(self) -> None:
         if any(isinstance(n, Msg) for n in self.notes):
