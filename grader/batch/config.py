@@ -3,6 +3,8 @@ what it did (`BatchResult`)."""
 
 from __future__ import annotations
 
+import enum
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,14 +37,29 @@ class BatchConfig:
     """The dashboard's language (``--dashboard-lang``; default: the locale)."""
 
 
+class EventKind(enum.Enum):
+    """What an `Event` reports."""
+
+    WAITING = "waiting"
+    """For another run's lock on the output folder; message says whose."""
+    PLAN = "plan"
+    """Before grading: how many to grade, how many reused; message says why some are regraded."""
+    READY = "ready"
+    """The sandboxes started: seconds it took, message the isolation, reused the number of slots."""
+    GRADED = "graded"
+    """One submission graded; report holds its result."""
+    ERROR = "error"
+    """The grader could not grade one submission; message says why."""
+    STOPPING = "stopping"
+    """Interrupted: the submissions in progress finish, then the run stops."""
+
+
 @dataclass(frozen=True)
 class Event:
-    """Progress, for the command to show: one per finished submission (kind "graded" or "error")."""
+    """Progress, for the command to show: one per finished submission (GRADED or ERROR), and the
+    run's steps around them."""
 
-    kind: str
-    """"waiting" (for another run's lock; message says whose), "plan" (before grading), "ready" (the
-    sandboxes started: seconds it took, message the isolation), "graded", "error" (the grader could
-    not grade it; message says why) or "stopping"."""
+    kind: EventKind
     done: int
     total: int
     """Submissions to grade in this run (those the ledger already holds are not counted)."""

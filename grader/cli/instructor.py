@@ -6,12 +6,16 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from grader.cli.common import ExitCode, dashboard_lang_option, lang_option, operator_errors
 from grader.errors import GraderError
 from grader.i18n import LANGUAGES
+
+if TYPE_CHECKING:
+    from grader.batch.config import Event
 
 
 # --- grader grade ------------------------------------------------------------------------------
@@ -118,10 +122,12 @@ class Progress:
         self.t0 = time.monotonic()
         self._drawn = False
 
-    def on_event(self, e) -> None:
-        if e.kind == "waiting":
+    def on_event(self, e: Event) -> None:
+        from grader.batch.config import EventKind
+
+        if e.kind is EventKind.WAITING:
             click.echo(f"Waiting for the other run writing to this folder ({e.message}) to finish...", err=True)
-        elif e.kind == "plan":
+        elif e.kind is EventKind.PLAN:
             self.t0 = time.monotonic()
             if e.message:  # why files graded before are graded again
                 click.echo(e.message, err=True)
@@ -131,23 +137,24 @@ class Progress:
             else:
                 reused = f"; {e.reused} unchanged since graded, reused" if e.reused else ""
                 click.echo(f"Grading {e.total} submission(s){reused}.", err=True)
-        elif e.kind == "ready":
+        elif e.kind is EventKind.READY:
             self.t0 = time.monotonic()
             if self.verbose:
                 click.echo(f"{e.reused} sandbox(es) ready in {e.seconds:.1f} s (isolation: {e.message})", err=True)
             self._draw(e)
-        elif e.kind == "stopping":
+        elif e.kind is EventKind.STOPPING:
             self._clear()
             click.echo("Stopping after the submissions in progress (Ctrl-C again to stop now)...", err=True)
-        elif e.kind == "error":
+        elif e.kind is EventKind.ERROR:
             self._clear()
             click.echo(f"[{e.done}/{e.total}] {_shown(e.student_id)}: NOT GRADED ({_shown(e.message, 2000)})", err=True)
             self._draw(e)
-        elif e.kind == "graded":
+        elif e.kind is EventKind.GRADED:
             if self.tty:
                 self._draw(e)
             else:
                 r = e.report
+                assert r is not None  # a GRADED event carries its report
                 load = "" if r.load.ok else " (failed to load)"
                 click.echo(f"[{e.done}/{e.total}] {_shown(e.student_id)} {r.score.display_percent()}{load} "
                            f"({e.seconds:.1f} s)")
