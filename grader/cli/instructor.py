@@ -6,16 +6,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from grader.cli.common import ExitCode, dashboard_lang_option, lang_option, operator_errors
 from grader.errors import GraderError
 from grader.i18n import LANGUAGES
-
-if TYPE_CHECKING:
-    from grader.batch.config import Event
 
 
 # --- grader grade ------------------------------------------------------------------------------
@@ -122,7 +118,7 @@ class Progress:
         self.t0 = time.monotonic()
         self._drawn = False
 
-    def on_event(self, e: Event) -> None:
+    def on_event(self, e) -> None:
         from grader.batch.config import EventKind
 
         if e.kind is EventKind.WAITING:
@@ -154,7 +150,6 @@ class Progress:
                 self._draw(e)
             else:
                 r = e.report
-                assert r is not None  # a GRADED event carries its report
                 load = "" if r.load.ok else " (failed to load)"
                 click.echo(f"[{e.done}/{e.total}] {_shown(e.student_id)} {r.score.display_percent()}{load} "
                            f"({e.seconds:.1f} s)")
