@@ -35,6 +35,10 @@ class BatchConfig:
     """The students' feedback language (``--lang``; default: the assignment's, else the locale)."""
     dashboard_lang: str | None = None
     """The dashboard's language (``--dashboard-lang``; default: the locale)."""
+    folders_are_submissions: bool = False
+    """Each folder in `paths` is one student's submission, not a folder of submissions."""
+    newest: bool = False
+    """Of several submissions giving one LMS student id, grade only the newest (else each under its own id)."""
 
 
 class EventKind(enum.Enum):
@@ -46,6 +50,8 @@ class EventKind(enum.Enum):
     """Before grading: how many to grade, how many reused; message says why some are regraded."""
     READY = "ready"
     """The sandboxes started: seconds it took, message the isolation, reused the number of slots."""
+    WARNING = "warning"
+    """About the batch's layout, before grading; message says what."""
     GRADED = "graded"
     """One submission graded; report holds its result."""
     ERROR = "error"

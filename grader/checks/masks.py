@@ -17,6 +17,8 @@ MASK_MESSAGES: dict[str, Msg] = {
     "mask-combination": tr("Keep masks combine with AND: a key is visible only if it is real and not in the future."),
     "padding-broadcast": tr("Padding hides keys (columns): a (B, Lk) padding mask broadcasts as (B, 1, 1, Lk). "
                             "True marks real tokens; with side='left' they are the last positions."),
+    "padding-mask": tr("Your mask has the real tokens at the wrong end of each row: with side='left' they are the "
+                       "last `length` positions, with side='right' the first."),
     "inverted": tr("Your mask uses the opposite convention: here True means 'may attend' (or 'real token')."),
 }
 

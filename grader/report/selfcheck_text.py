@@ -112,10 +112,14 @@ def case_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]
             lines.append(f"  {ok} {title} [{c.id}]")
             continue
         concept = c.concept or (say(tr("not implemented yet")) if c.not_implemented else c.outcome.value)
-        lines.append(f"  {bad} {title} [{c.id}] {dash} {concept}")
+        label = concept
+        if c.concept and lang != DEFAULT:  # the concept's title in the student's language, its id beside it
+            label = say(tr("{title} ({id})", title=concept_title(vocab, concept, lang), id=concept))
+        lines.append(f"  {bad} {title} [{c.id}] {dash} {label}")
         lines.append(f"      {one_line(case_message(c, lang), 240 if not verbose else 2000)}")
         if verbose and c.concept:
-            lines.append("      " + say(tr("({title})", title=concept_title(vocab, concept, lang))))
+            if lang == DEFAULT:  # elsewhere the title is on the case's line already
+                lines.append("      " + say(tr("({title})", title=concept_title(vocab, concept, lang))))
             lines += ["      " + say(tr("{label}: {value}", label=f.label, value=one_line(f.value, 300)))
                       for f in evidence_facts(c.evidence, lang)]
         if verbose and c.evidence.traceback:
