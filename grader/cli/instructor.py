@@ -14,7 +14,6 @@ from grader.cli.common import ExitCode, dashboard_lang_option, lang_option, oper
 from grader.errors import GraderError
 from grader.i18n import LANGUAGES
 
-
 # --- grader grade ------------------------------------------------------------------------------
 
 @click.command()
