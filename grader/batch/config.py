@@ -3,8 +3,6 @@ what it did (`BatchResult`)."""
 
 from __future__ import annotations
 
-import enum
-
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,37 +33,28 @@ class BatchConfig:
     """The students' feedback language (``--lang``; default: the assignment's, else the locale)."""
     dashboard_lang: str | None = None
     """The dashboard's language (``--dashboard-lang``; default: the locale)."""
+    cluster_tls: tuple[str, str, str] | None = None
+    """The instructor's TLS files for a tls:// scheduler: CA, certificate, key (``--tls``)."""
+    insecure_cluster: bool = False
+    """Allow a plain-TCP scheduler (``--insecure-cluster``)."""
+    accept_isolation: str | None = None
+    """The weaker sandbox level the instructor accepts where the self-test proves less than the
+    level claims (``--accept-isolation``); every result records it."""
     folders_are_submissions: bool = False
     """Each folder in `paths` is one student's submission, not a folder of submissions."""
     newest: bool = False
     """Of several submissions giving one LMS student id, grade only the newest (else each under its own id)."""
 
 
-class EventKind(enum.Enum):
-    """What an `Event` reports."""
-
-    WAITING = "waiting"
-    """For another run's lock on the output folder; message says whose."""
-    PLAN = "plan"
-    """Before grading: how many to grade, how many reused; message says why some are regraded."""
-    READY = "ready"
-    """The sandboxes started: seconds it took, message the isolation, reused the number of slots."""
-    WARNING = "warning"
-    """About the batch's layout, before grading; message says what."""
-    GRADED = "graded"
-    """One submission graded; report holds its result."""
-    ERROR = "error"
-    """The grader could not grade one submission; message says why."""
-    STOPPING = "stopping"
-    """Interrupted: the submissions in progress finish, then the run stops."""
-
-
 @dataclass(frozen=True)
 class Event:
-    """Progress, for the command to show: one per finished submission (GRADED or ERROR), and the
-    run's steps around them."""
+    """Progress, for the command to show: one per finished submission (kind "graded" or "error")."""
 
-    kind: EventKind
+    kind: str
+    """"waiting" (for another run's lock; message says whose), "plan" (before grading), "ready" (the
+    sandboxes started: seconds it took, message the isolation), "warning" (message says what: the
+    batch's layout, before grading; what the sandbox cannot bound here, once after "ready"),
+    "graded", "error" (the grader could not grade it; message says why) or "stopping"."""
     done: int
     total: int
     """Submissions to grade in this run (those the ledger already holds are not counted)."""

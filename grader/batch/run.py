@@ -21,7 +21,7 @@ import torch
 from grader import __version__
 from grader.assignment.fingerprint import fingerprint
 from grader.batch.backend import Backend, Todo
-from grader.batch.config import BatchConfig, BatchResult, Event, EventKind
+from grader.batch.config import BatchConfig, BatchResult, Event
 from grader.batch.interrupts import Interrupts
 from grader.batch.local import LocalBackend
 from grader.batch.output_lock import OutputLock, prepare_output
@@ -53,12 +53,12 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
         raise GraderError(str(e)) from e
     out = prepare_output(cfg.out_dir)
     result = BatchResult(out_dir=out, gradebook=cfg.gradebook or out / GRADEBOOK_NAME)
-    with OutputLock(out, wait=cfg.wait, on_wait=lambda h: on_event(Event(EventKind.WAITING, 0, 0, message=h))):
+    with OutputLock(out, wait=cfg.wait, on_wait=lambda h: on_event(Event("waiting", 0, 0, message=h))):
         found = discover(cfg.paths, exclude=out, folders_are_submissions=cfg.folders_are_submissions,
                          newest=cfg.newest)
         result.found = len(found.submissions)
         for warning in found.warnings:
-            on_event(Event(EventKind.WARNING, 0, 0, message=warning))
+            on_event(Event("warning", 0, 0, message=warning))
         # Each student's files read behind the intake's boundary, never in this loop's process.
         subs = [intake.load(f.path, main_module=a.main_module, cell_tag=a.cell_tag) for f in found.submissions]
         intake.close()
@@ -76,8 +76,9 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
             status = "failed"
             try:
                 todo = reuse(cfg, ledger, book, run_id, keys, subs, result)
-                backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang) if spec is None
-                           else _cluster_backend(spec, a, dev, cfg.debug, cfg.lang))
+                backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang,
+                                        accept_isolation=cfg.accept_isolation) if spec is None
+                           else _cluster_backend(spec, a, dev, cfg))
                 tally = Tally(cfg, ledger, book, run_id, result, on_event, len(todo))
                 _grade(backend, todo, tally, on_event)
                 status = "interrupted" if result.interrupted else "complete"
@@ -96,16 +97,18 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
 def _grade(backend: Backend, todo: Todo, tally: Tally, on_event: Callable[[Event], None]) -> None:
     """The run loop every back-end shares: plan, start the slots, grade, note an interruption."""
     total, result = len(todo), tally.result
-    on_event(Event(EventKind.PLAN, 0, total, reused=result.reused, message=regrade_reasons(tally.cfg.assignment.id,
+    on_event(Event("plan", 0, total, reused=result.reused, message=regrade_reasons(tally.cfg.assignment.id,
                                                                                   result.regraded)))
     if not todo:
         return
     stop = threading.Event()
     t_start = time.perf_counter()
-    with Interrupts(lambda: (stop.set(), on_event(Event(EventKind.STOPPING, 0, total)))) as interrupts, \
+    with Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts, \
             backend.start(total, stop) as ready:
         result.isolation = ready.isolation
-        on_event(Event(EventKind.READY, 0, total, seconds=time.perf_counter() - t_start, message=ready.message,
+        if ready.warning:
+            on_event(Event("warning", 0, total, message=ready.warning))
+        on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=ready.message,
                        reused=ready.slots))
         backend.grade(todo, tally, stop)
         result.interrupted = interrupts.requested and tally.done < total
@@ -130,9 +133,10 @@ def regrade_reasons(assignment: str, regraded: dict[tuple[str, ...], int]) -> st
 def _cluster_spec(cfg: BatchConfig):
     if cfg.cluster is None:
         return None
-    from grader.batch.cluster_spec import parse_spec
+    from grader.batch.cluster_spec import TLSFiles, parse_spec
 
-    return parse_spec(cfg.cluster)
+    tls = TLSFiles(*cfg.cluster_tls) if cfg.cluster_tls else None
+    return parse_spec(cfg.cluster, tls=tls, insecure=cfg.insecure_cluster)
 
 
 def _cluster_device(spec, name: str) -> torch.device:
@@ -141,10 +145,10 @@ def _cluster_device(spec, name: str) -> torch.device:
     return device_for(spec, name)
 
 
-def _cluster_backend(spec, a, dev: torch.device, debug: bool, lang: str | None) -> Backend:
+def _cluster_backend(spec, a, dev: torch.device, cfg: BatchConfig) -> Backend:
     from grader.batch.cluster import ClusterBackend
 
-    return ClusterBackend(spec, a, dev, debug=debug, lang=lang)
+    return ClusterBackend(spec, a, dev, debug=cfg.debug, lang=cfg.lang, accept_isolation=cfg.accept_isolation)
 
 
 def _write_outputs(cfg: BatchConfig, *, found_ids: set[str], result: BatchResult) -> None:
