@@ -240,8 +240,12 @@ class Environment:
     python_version: str
     device: str
     isolation: str
-    """The sandbox level that ran this submission, e.g. "bwrap+cgroup" or "process+rlimits"."""
+    """The sandbox level that ran this submission, e.g. "namespaces+uid+landlock+seccomp+cgroup+rlimits"
+    or "process+rss+rlimits": only what the self-test proved at start-up."""
     dtypes: list[str] = field(default_factory=list)
+    limits: str = ""
+    """What bounded the worker's memory, processes and CPU, in plain words (e.g. that no cgroup
+    could be written, so memory was only polled); "" in results from before it was recorded."""
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,9 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
             status = "failed"
             try:
                 todo = reuse(cfg, ledger, book, run_id, keys, subs, result)
-                backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang) if spec is None
-                           else _cluster_backend(spec, a, dev, cfg.debug, cfg.lang))
+                backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang,
+                                        accept_isolation=cfg.accept_isolation) if spec is None
+                           else _cluster_backend(spec, a, dev, cfg))
                 tally = Tally(cfg, ledger, book, run_id, result, on_event, len(todo))
                 _grade(backend, todo, tally, on_event)
                 status = "interrupted" if result.interrupted else "complete"
@@ -105,6 +106,8 @@ def _grade(backend: Backend, todo: Todo, tally: Tally, on_event: Callable[[Event
     with Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts, \
             backend.start(total, stop) as ready:
         result.isolation = ready.isolation
+        if ready.warning:
+            on_event(Event("warning", 0, total, message=ready.warning))
         on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=ready.message,
                        reused=ready.slots))
         backend.grade(todo, tally, stop)
@@ -130,9 +133,10 @@ def regrade_reasons(assignment: str, regraded: dict[tuple[str, ...], int]) -> st
 def _cluster_spec(cfg: BatchConfig):
     if cfg.cluster is None:
         return None
-    from grader.batch.cluster_spec import parse_spec
+    from grader.batch.cluster_spec import TLSFiles, parse_spec
 
-    return parse_spec(cfg.cluster)
+    tls = TLSFiles(*cfg.cluster_tls) if cfg.cluster_tls else None
+    return parse_spec(cfg.cluster, tls=tls, insecure=cfg.insecure_cluster)
 
 
 def _cluster_device(spec, name: str) -> torch.device:
@@ -141,10 +145,10 @@ def _cluster_device(spec, name: str) -> torch.device:
     return device_for(spec, name)
 
 
-def _cluster_backend(spec, a, dev: torch.device, debug: bool, lang: str | None) -> Backend:
+def _cluster_backend(spec, a, dev: torch.device, cfg: BatchConfig) -> Backend:
     from grader.batch.cluster import ClusterBackend
 
-    return ClusterBackend(spec, a, dev, debug=debug, lang=lang)
+    return ClusterBackend(spec, a, dev, debug=cfg.debug, lang=cfg.lang, accept_isolation=cfg.accept_isolation)
 
 
 def _write_outputs(cfg: BatchConfig, *, found_ids: set[str], result: BatchResult) -> None:

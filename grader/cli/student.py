@@ -143,6 +143,8 @@ def ci_lines(g: Graded, *, min_score: float, file: str | None) -> tuple[list[str
         where = " (hidden)" if c.hidden else ""
         listing.append(f"  {mark} {neutralise(one_line(c.id))}{where}" + (f" - {c.concept}" if c.concept else ""))
     listing.append(f"Sandbox isolation: {g.isolation}")
+    if r.environment.limits:
+        listing.append(f"Sandbox limits: {r.environment.limits}")
     return failure_annotations(r, file=file) + fenced(listing), passed
 
 

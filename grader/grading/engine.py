@@ -145,7 +145,7 @@ class Engine:
         """What every report records about the grading environment; fixed once every setup exists."""
         if self._environment is not None:
             return self._environment
-        env = environment_of(self.setups.values(), self.device, self.sandbox.isolation)
+        env = environment_of(self.setups.values(), self.device, self.sandbox.isolation, self.sandbox.limits_note)
         if all(i.id in self.setups for i in self.instances):
             self._environment = env
         return env
