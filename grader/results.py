@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.explorer import Explorer, explorer_from_dict
-from grader.i18n import DEFAULT as DEFAULT_LANG
-from grader.i18n import Msg, as_msg
+from grader.i18n import DEFAULT as DEFAULT_LANG, Msg, as_msg
 
 SCHEMA_VERSION = 3
 """2: messages also as gettext msgids with arguments (``*_i18n``), the report's ``lang``. 3: ``output_digest``."""
@@ -24,8 +23,7 @@ READABLE_VERSIONS = (1, 2, 3)
 
 
 def split_message(obj: Any, text: str, i18n: str) -> None:
-    """In a frozen dataclass's ``__post_init__``: a `Msg` given as ``text`` becomes its English
-    string there, and the message itself goes to the ``i18n`` field (so code passes one value)."""
+    """In ``__post_init__``: a `Msg` given as ``text`` becomes its English there, the `Msg` goes to ``i18n``."""
     value = getattr(obj, text)
     if isinstance(value, Msg):
         object.__setattr__(obj, i18n, value)
@@ -129,8 +127,7 @@ class Evidence:
     """For errors: the student's exception, traceback cut to their own frames."""
     notes_i18n: list[Msg] = field(default_factory=list)
     """``notes`` as translatable messages, one per note (empty in results before schema 2)."""
-    explorer: Explorer | None = None
-    """Scores, mask parts and weights to replay the mask experiment on (grader.explorer)."""
+    explorer: Explorer | None = None  # scores, mask parts and weights the report's mask explorer replays
     output_digest: str | None = None
     """A failed case's SHA-256 (32 hex) of all its calls returned: equal digests, identical wrong outputs."""
 
@@ -354,8 +351,7 @@ def _evidence_from(d: dict) -> Evidence:
                    "title_i18n": _msg(h.get("title_i18n"))})
         for h in d.get("heatmaps", [])
     ]
-    d["notes_i18n"] = [Msg.from_list(n) for n in d.get("notes_i18n", [])]
-    d["explorer"] = explorer_from_dict(d.get("explorer"))
+    d["notes_i18n"], d["explorer"] = [Msg.from_list(n) for n in d.get("notes_i18n", [])], explorer_from_dict(d.get("explorer"))
     for key in ("max_abs_error", "allowed_error", "expected_value", "actual_value"):
         d[key] = _num(d.get(key))
     if d.get("row_sums") is not None:
