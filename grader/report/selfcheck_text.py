@@ -42,7 +42,7 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
     """What ``grader check`` prints in `lang` (default: the report's): one line per case, a hint
     under each failure, the total."""
     from grader.report.text import one_line
-    from grader.report.view import case_message, concept_title, evidence_facts, load_message
+    from grader.report.view import case_message, case_notes, concept_title, evidence_facts, load_message
     from grader.results import Outcome
 
     r = g.report
@@ -76,6 +76,7 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
             lines.append("      " + say(tr("({title})", title=concept_title(vocab, concept, lang))))
             lines += ["      " + say(tr("{label}: {value}", label=f.label, value=one_line(f.value, 300)))
                       for f in evidence_facts(c.evidence, lang)]
+            lines += ["      " + one_line(n, 300) for n in case_notes(c.evidence, lang)]
     passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
     lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points, lang))
     args = dict(passed=passed, total=len(r.cases), earned=fmt_points(r.score.earned),
