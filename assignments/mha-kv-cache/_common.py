@@ -15,6 +15,7 @@ import torch
 import reference
 from grader.cases import Setup, SetupContext, Verdict
 from grader.checks.compare import Expected, check_structure, check_values
+from grader.checks.diagnose import concept_of_exception
 from grader.checks.hypotheses import Hypotheses, concept_of, matching_mistake
 from grader.assignment.builtin import CONCEPTS
 from grader.results import Evidence
@@ -144,7 +145,7 @@ def run_steps(student, m, x: torch.Tensor, steps, *, mask=None, causal: bool = T
         try:
             out = m(x[:, start:end], causal=causal, cache=cache, **kw)
         except StudentError as e:
-            e.step, e.total = n, end  # where it raised: a later step after good ones points at the length
+            e.step, e.new, e.total = n, end - start, end  # where: a later step after good ones points at sizes
             raise
         if type(out) is not torch.Tensor:
             raise Refused(Verdict.fail("signature", tr("forward returned {name}, expected a tensor.", name=type(out).__name__)))
@@ -219,7 +220,9 @@ def len_message(lengths: list, want: list) -> "Msg":
               lengths=repr(lengths), want=repr(want))
 
 
-def check_decode(student, s: Setup, *, concept: str) -> Verdict:
+def check_decode(student, s: Setup, *, concept: str, on_error: dict[str, str] | None = None) -> Verdict:
+    """Decode through the student's cache and compare. ``on_error``: the case's own patterns (as in
+    ``@case``), for an exception raised at a later step."""
     i = s.inputs
     m = load_student(student, i["d"], i["h"], i["weights"])
     causal = i.get("causal", True)
@@ -231,12 +234,12 @@ def check_decode(student, s: Setup, *, concept: str) -> Verdict:
         cause = broken_cache(student) or root_cause(student, m, s.extra["probe"], i["x"])
         if cause:
             return cause
-        if getattr(e, "step", 0) > 0:  # the first steps ran: what fails depends on the cache's length
-            return Verdict.fail("kv-cache-growth", tr(
-                "forward ran the first {steps} step(s) but raised {exc} at a cache of {total} tokens: {detail}. "
-                "Whatever is sized by the sequence (the causal mask, the padding mask, buffers) must follow the "
-                "cache's length at every step.", steps=e.step, exc=e.exc_type, total=e.total,
-                detail=" ".join(e.message.split())[:160]), Evidence(traceback=e.traceback))
+        if getattr(e, "step", 0) > 0:  # the first steps ran: what fails depends on this step's sizes
+            return Verdict.fail(concept_of_exception(e.exc_type, e.message, concept, on_error), tr(
+                "forward ran the first {steps} step(s) but raised {exc} at the step of {new} new token(s) with "
+                "{total} cached: {detail}. Whatever is sized by the sequence (the causal mask, the padding mask, "
+                "buffers) must have this step's sizes: {new} queries, {total} keys.", steps=e.step, exc=e.exc_type,
+                new=e.new, total=e.total, detail=" ".join(e.message.split())[:160]), Evidence(traceback=e.traceback))
         raise
     want = [end for _, end in i["steps"]]
     if lengths != want:
