@@ -23,8 +23,12 @@ class UnknownAssignment(GraderError):
         names = sorted(set(known))
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.85)
         guess = f"did you mean {close[0]!r}? " if close else ""
-        listing = ", ".join(names) or "none"
-        super().__init__(f"unknown assignment {name!r}; {guess}known assignments: {listing}")
+        if not names:
+            super().__init__(f"unknown assignment {name!r}: this grader knows no assignment here. Run the "
+                             "command in your kit's folder (the one holding assignments/), or pass -a with "
+                             "the path of the assignment folder")
+            return
+        super().__init__(f"unknown assignment {name!r}; {guess}known assignments: {', '.join(names)}")
 
 
 class NoSubmissions(GraderError):

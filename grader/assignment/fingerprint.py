@@ -31,7 +31,7 @@ class Fingerprint:
     grader: str
     """The grader's version."""
 
-    def changed(self, before: "Fingerprint") -> tuple[str, ...]:
+    def changed(self, before: Fingerprint) -> tuple[str, ...]:
         """The parts (of `PARTS`) that differ from `before`."""
         return tuple(p for p in PARTS if getattr(self, p) != getattr(before, p))
 
@@ -39,7 +39,7 @@ class Fingerprint:
         return asdict(self)
 
     @staticmethod
-    def from_dict(d: dict) -> "Fingerprint":
+    def from_dict(d: dict) -> Fingerprint:
         return Fingerprint(**{p: str(d.get(p, "")) for p in PARTS})
 
 

@@ -183,6 +183,17 @@ def untouched_note(path: Path, starters: dict[str, str]) -> Msg | str:
     return tr("{file} is the starter as released (unchanged).", file=path.name)
 
 
+INSTALLED_KITS = "kits"
+"""Folder of the ``grader`` package where a kit's wheel carries the kit's own assignment
+(``kits/assignments/<id>/``), so that a file copied out of the kit folder still finds it
+(``grader.authoring.slim``)."""
+
+
+def installed_kits() -> dict[str, Path]:
+    """The kit assignments the installed grader carries (empty outside a kit's wheel)."""
+    return find_kit(Path(__file__).resolve().parents[1] / INSTALLED_KITS)
+
+
 def find_kit(*starts: Path) -> dict[str, Path]:
     """Kit assignments (id -> folder) in ``<start>/assignments/*/`` for each start folder."""
     found: dict[str, Path] = {}
@@ -215,6 +226,9 @@ def locate_assignment(name: str | None, submission: Path | None, *, kits: bool =
         sub = submission.resolve()
         starts = [sub, sub.parent] if sub.is_dir() else [sub.parent]  # `grader check kit/` finds kit/assignments
     near = find_kit(*starts, Path.cwd()) if kits else {}
+    if kits and not near:
+        # A file copied out of its kit folder: the kit installed with this grader still knows it.
+        near = installed_kits()
     if name:
         if name in near:
             return near[name]

@@ -16,7 +16,8 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 PLAIN = (bool, int, float, str)
 """The default values a call leaves out: only these (and None) compare safely."""

@@ -143,7 +143,11 @@ def infer(submission: Path, candidates: dict[str, Path]) -> Path:
     if not matches and len(partial) == 1:
         # Most entry points are there (one renamed or missing): grading says which one is absent.
         return partial[0][1]
-    known = ", ".join(sorted(candidates)) or "none"
+    if not candidates:
+        raise GraderError(f"could not tell which assignment {submission.name} is for: this grader knows no "
+                          "assignment here. Run grader check in your kit's folder (the one holding "
+                          "assignments/), or pass -a with the path of an assignment folder")
+    known = ", ".join(sorted(candidates))
     if not matches:
         raise GraderError(f"could not tell which assignment {submission.name} is for; pass -a/--assignment "
                           f"(known: {known})")

@@ -297,7 +297,7 @@ def release(assignment, out: Path, *, verify: bool = True, lang: str | None = No
 
     try:
         written.append(publish.store_setups(adir, assignment.reference_file))
-        wheel = slim.build_wheel(out / "wheel")
+        wheel = slim.build_wheel(out / "wheel", kit=adir)
     except BaseException:
         shutil.rmtree(out)
         raise

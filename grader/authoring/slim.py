@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 import grader
+from grader.assignment.kit import INSTALLED_KITS
 
 DIST = "attention-grader"
 WHEEL_TAG = "py3-none-any"
@@ -43,8 +44,12 @@ def _digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(out_dir: Path) -> Path:
-    """Write ``attention_grader-<version>-py3-none-any.whl`` (the grader package only) into ``out_dir``."""
+def build_wheel(out_dir: Path, kit: Path | None = None) -> Path:
+    """Write ``attention_grader-<version>-py3-none-any.whl`` (the grader package only) into ``out_dir``.
+
+    ``kit``: a kit's assignment folder (public cases, stored setups, spec), carried inside the package
+    as ``grader/kits/assignments/<id>/`` so that the installed grader knows its kit wherever the
+    student's file is (``grader.assignment.kit.installed_kits``)."""
     version = grader.__version__
     name = f"attention_grader-{version}-{WHEEL_TAG}.whl"
     info = f"attention_grader-{version}.dist-info"
@@ -61,9 +66,13 @@ def build_wheel(out_dir: Path) -> Path:
     path = out_dir / name
     record = []
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for p in _files(root):
+        members = [(p, "grader/" + p.relative_to(root).as_posix()) for p in _files(root)
+                   if p.relative_to(root).parts[0] != INSTALLED_KITS]
+        if kit is not None:
+            members += [(p, f"grader/{INSTALLED_KITS}/assignments/{kit.name}/{p.relative_to(kit).as_posix()}")
+                        for p in _files(kit)]
+        for p, arc in members:
             data = p.read_bytes()
-            arc = "grader/" + p.relative_to(root).as_posix()
             z.writestr(arc, data)
             record.append(f"{arc},{_digest(data)},{len(data)}")
         for arc, data in entries.items():

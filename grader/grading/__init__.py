@@ -1,1 +1,1 @@
-"""grading"""
+"""Grading one submission: each case's setup, run in a sandboxed worker, judged, into a GradeReport."""

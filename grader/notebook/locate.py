@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import GraderError
+from grader.i18n import Msg, tr
 
 ENV_VAR = "GRADER_NOTEBOOK"
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", ""}
@@ -40,8 +41,16 @@ _MAX_LOG = 200
 @dataclass(frozen=True)
 class Located:
     path: Path
-    how: str
+    how: Msg | str
     """How it was found, for the output: "path=", "$GRADER_NOTEBOOK", "VS Code", ..."""
+
+
+class NotebookNotFound(GraderError):
+    """No notebook to grade; ``message`` is the same sentence, translatable."""
+
+    def __init__(self, message: Msg):
+        super().__init__(str(message))
+        self.message_i18n = message
 
 
 def _shell() -> Any:
@@ -133,16 +142,19 @@ def find_notebook(path: str | os.PathLike | None = None) -> Located:
         return Located(p, "Jupyter")
     here = sorted(Path.cwd().glob("*.ipynb"))
     if len(here) == 1:
-        return Located(here[0], "the only notebook in this folder")
-    listed = ", ".join(p.name for p in here[:5]) or "none"
-    raise GraderError(f"could not tell which notebook this is (notebooks in {Path.cwd()}: {listed}); "
-                      "pass it: notebook.check(path=\"attention.ipynb\")")
+        return Located(here[0], tr("the only notebook in this folder"))
+    if not here:
+        raise NotebookNotFound(tr("could not tell which notebook this is: there is none in {folder}; pass it: "
+                                  "notebook.check(path=\"attention.ipynb\")", folder=str(Path.cwd())))
+    raise NotebookNotFound(tr("could not tell which notebook this is (notebooks in {folder}: {listed}); pass it: "
+                              "notebook.check(path=\"attention.ipynb\")", folder=str(Path.cwd()),
+                              listed=", ".join(p.name for p in here[:5])))
 
 
 def _existing(p: Path, how: str) -> Located:
     if not p.is_file():
-        raise GraderError(f"notebook {p} ({how}) does not exist; save the notebook, or pass "
-                          "notebook.check(path=...)")
+        raise NotebookNotFound(tr("notebook {path} ({how}) does not exist; save the notebook, or pass "
+                                  "notebook.check(path=...)", path=str(p), how=how))
     return Located(p, how)
 
 
@@ -195,7 +207,7 @@ def _ran_since(mtime: float) -> list[tuple[float | None, str]]:
     return [(None, raw[-2])] if len(raw) >= 3 else []  # no log yet: the cell before this one
 
 
-def unsaved_warning(path: Path) -> str:
+def unsaved_warning(path: Path) -> Msg | str:
     """A sentence when the kernel ran code, after the file was last saved, that is not in it.
 
     Comparing the code, not only the times: running every cell of an unchanged notebook
@@ -211,8 +223,13 @@ def unsaved_warning(path: Path) -> str:
         code = _norm(src)
         if code and code not in saved:
             first = next((line for line in code.split("\n") if line.strip()), "")[:60]
-            when = f" at {time.strftime('%H:%M:%S', time.localtime(t))}" if t else ""
-            return (f"You ran code{when} that is not in the saved file ({first}); {path.name} was saved at "
-                    f"{time.strftime('%H:%M:%S', time.localtime(mtime))}. The saved file is what is graded: "
-                    "save (Ctrl+S) and check again.")
+            saved_at = time.strftime("%H:%M:%S", time.localtime(mtime))
+            if t:
+                return tr("You ran code at {time} that is not in the saved file ({first}); {file} was saved at "
+                          "{saved}. The saved file is what is graded: save (Ctrl+S) and check again.",
+                          time=time.strftime("%H:%M:%S", time.localtime(t)), first=first, file=path.name,
+                          saved=saved_at)
+            return tr("You ran code that is not in the saved file ({first}); {file} was saved at {saved}. The "
+                      "saved file is what is graded: save (Ctrl+S) and check again.", first=first, file=path.name,
+                      saved=saved_at)
     return ""

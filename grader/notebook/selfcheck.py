@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import GraderError
-from grader.notebook.locate import Located, find_notebook, install_hook, unsaved_warning
+from grader.i18n import choose, render, tr
+from grader.notebook.locate import Located, NotebookNotFound, find_notebook, install_hook, unsaved_warning
 
 __all__ = ["CheckError", "CheckResult", "check", "close", "warm"]
 
@@ -108,7 +109,7 @@ def _drop(folder: Path, device: str) -> None:
 
 # --- check -----------------------------------------------------------------------------------
 
-def _case_ids(folder: Path, function: str) -> list[str]:
+def _case_ids(folder: Path, function: str, lang: str) -> list[str]:
     """Public case instances whose case calls ``function``."""
     from grader.assignment.spec import load_assignment
 
@@ -117,9 +118,26 @@ def _case_ids(folder: Path, function: str) -> list[str]:
     ids = [i.id for i in public if function in i.case.uses]
     if not ids:
         names = sorted({n for i in public for n in i.case.uses})
-        raise CheckError(f"no public case checks {function!r}; functions with public cases: "
-                         f"{', '.join(names)}. Or check the whole notebook: notebook.check()")
+        raise CheckError(tr("no public case checks {function}; functions with public cases: {names}. Or check the "
+                            "whole notebook: notebook.check()", function=repr(function),
+                            names=", ".join(names)).render(lang))
     return ids
+
+
+def _language(folder: Path | None) -> str:
+    """What the check speaks before a report exists: the kit's language (its spec.toml ``lang``;
+    without a folder yet, the one kit in the working directory), else the locale."""
+    from grader.assignment.kit import find_kit
+    from grader.assignment.spec import read_spec
+
+    if folder is None:
+        kits = list(find_kit(Path.cwd()).values())
+        folder = kits[0] if len(kits) == 1 else None
+    try:
+        wanted = read_spec(folder).get("lang") if folder is not None else None
+    except Exception:  # noqa: BLE001 - a broken spec is reported by the check itself
+        wanted = None
+    return choose(None, wanted if isinstance(wanted, str) else None)
 
 
 def _grade(folder: Path, nb: Path, device: str, only: list[str] | None) -> Any:
@@ -151,20 +169,25 @@ def check(function: str | None = None, *, path: str | os.PathLike | None = None,
     """
     install_hook()
     start = time.perf_counter()
+    lang = _language(None)
     try:
         from grader.assignment.kit import locate_assignment
 
         where = find_notebook(path)
         nb = where.path.resolve()
         folder = locate_assignment(None, nb)
-        only = _case_ids(folder, function) if function else None
+        lang = _language(folder)
+        only = _case_ids(folder, function, lang) if function else None
         graded = _grade(folder, nb, device, only)
     except CheckError:
         raise
+    except NotebookNotFound as e:
+        raise CheckError(e.message_i18n.render(lang)) from None
     except GraderError as e:
         raise CheckError(str(e)) from None
     except Exception as e:  # noqa: BLE001 - a sandbox that cannot start, a broken kit: one line
-        raise CheckError(f"the self-check could not run: {type(e).__name__}: {e}") from e
+        raise CheckError(tr("the self-check could not run: {error}",
+                            error=f"{type(e).__name__}: {e}").render(lang)) from e
     return CheckResult(graded=graded, function=function or "", located=Located(nb, where.how),
                        saved_at=_mtime(nb), warning=unsaved_warning(nb),
                        seconds=time.perf_counter() - start)
@@ -190,8 +213,8 @@ class CheckResult:
     located: Located
     saved_at: float
     """The graded file's modification time (seconds since the epoch)."""
-    warning: str
-    """Why the student should save first ("" when the file holds the code the kernel ran)."""
+    warning: Any
+    """Why the student should save first, a ``Msg`` ("" when the file holds the code the kernel ran)."""
     seconds: float
     """How long the check took."""
 
@@ -216,7 +239,7 @@ class CheckResult:
         from grader.report.inline import InlineView
         from grader.report.text import fmt_points
 
-        from grader.i18n import ntr, render, tr
+        from grader.i18n import ntr
 
         r, g = self.report, self.graded
         lang = r.lang
@@ -233,7 +256,8 @@ class CheckResult:
             title=(tr("Self-check of {function} in {file}", function=self.function, file=name) if self.function
                    else tr("Self-check of {file}", file=name)).render(lang),
             graded_file=tr("Graded {path} as saved at {saved} (found: {how}), in a sandbox, in {seconds} s; not what "
-                           "this kernel holds.", path=str(self.located.path), saved=saved, how=self.located.how,
+                           "this kernel holds.", path=str(self.located.path), saved=saved,
+                           how=render(self.located.how, lang),
                            seconds=format(self.seconds, ".1f")).render(lang),
             warning=render(self.warning, lang) if self.warning else self.warning, note=render(g.note, lang),
             lead=tr("{which}: {public} of {total} points checked, {hidden}", which=which,
@@ -253,24 +277,15 @@ class CheckResult:
         return render_inline(self.inline_view(), build_view(self.report, uid_prefix=uid), self.report.lang)
 
     def __repr__(self) -> str:
-        from grader.report.selfcheck_text import marks
-        from grader.report.text import one_line
+        """The console's text: what the inline view says, in the report's language."""
+        from grader.report.selfcheck_text import case_lines, load_lines
 
         n, r = self.inline_view(), self.report
-        ok, bad = marks()
         lines = [n.title, n.graded_file]
         if n.warning:
-            lines.append(f"Save the notebook. {n.warning}")
+            lines.append(tr("Save the notebook. {warning}", warning=n.warning).render(r.lang))
         if n.note:
             lines.append(n.note)
-        if not r.load.ok:
-            lines.append(f"Your notebook could not be loaded: {one_line(r.load.message, 400)}")
-        for e in r.load.cell_errors:
-            lines.append(f"Error while loading ({one_line(e.where(), 100)}): {one_line(e.error, 300)}")
-        for c in r.cases:
-            if c.outcome.value == "passed":
-                lines.append(f"  {ok} {one_line(c.title, 100)} [{c.id}]")
-                continue
-            concept = c.concept or ("not implemented yet" if c.not_implemented else c.outcome.value)
-            lines += [f"  {bad} {one_line(c.title, 100)} [{c.id}] - {concept}", f"      {one_line(c.message, 240)}"]
-        return "\n".join(lines + [n.lead + ".", n.passed + ".", n.hidden])
+        lines += load_lines(r, r.lang) + case_lines(r, r.lang)
+        ends = [tr("{sentence}.", sentence=part).render(r.lang) for part in (n.lead, n.passed)]
+        return "\n".join(lines + ends + [n.hidden])

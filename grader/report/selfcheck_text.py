@@ -13,6 +13,7 @@ from grader.report.text import fmt_points
 
 if TYPE_CHECKING:
     from grader.grading.single import Graded
+    from grader.results import GradeReport
 
 
 def marks() -> tuple[str, str]:
@@ -42,7 +43,6 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
     """What ``grader check`` prints in `lang` (default: the report's): one line per case, a hint
     under each failure, the total."""
     from grader.report.text import one_line
-    from grader.report.view import case_message, case_notes, concept_title, evidence_facts, load_message
     from grader.results import Outcome
 
     r = g.report
@@ -57,12 +57,50 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
         "self-check of {file} (public cases only)", file=one_line(r.submission.filename, 200)))]
     if g.note:
         lines.append(one_line(translate(g.note, lang) if isinstance(g.note, str) else say(g.note), 300))
+    lines += load_lines(r, lang)
+    lines += case_lines(r, lang, verbose=verbose)
+    passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
+    lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points, lang))
+    args = dict(passed=passed, total=len(r.cases), earned=fmt_points(r.score.earned),
+                possible=fmt_points(r.score.possible))
+    lines.append(say(tr("Passed {passed} of {total} public cases ({earned}/{possible} points); this self-check is "
+                        "not your grade.", **args) if g.hidden_cases
+                     else tr("Passed {passed} of {total} public cases ({earned}/{possible} points).", **args)))
+    if not g.hidden_cases and passed == len(r.cases) and r.load.ok:
+        lines.append(say(tr("All cases passed.")))
+    if verbose:
+        lines.append(say(tr("Assignment folder: {path}", path=str(g.assignment.dir))))
+        lines.append(say(tr("Sandbox isolation: {isolation}", isolation=g.isolation)))
+    return lines
+
+def load_lines(r: GradeReport, lang: str) -> list[str]:
+    """Why the submission did not load, and each code cell that raised while it loaded."""
+    from grader.report.text import one_line
+    from grader.report.view import load_message
+
+    lines = []
     if not r.load.ok:
-        lines.append(say(tr("Your submission could not be loaded: {reason}",
-                            reason=one_line(load_message(r, lang), 400))))
+        lines.append(tr("Your submission could not be loaded: {reason}",
+                        reason=one_line(load_message(r, lang), 400)).render(lang))
     for e in r.load.cell_errors:
-        lines.append(say(tr("Error while loading ({where}): {error}", where=one_line(e.where_i18n().render(lang), 100),
-                            error=one_line(e.error, 300))))
+        lines.append(tr("Error while loading ({where}): {error}", where=one_line(e.where_i18n().render(lang), 100),
+                        error=one_line(e.error, 300)).render(lang))
+    return lines
+
+
+def case_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]:
+    """One line per case (✓/✗, title, id, concept), the hint under each failure; with `verbose`
+    the concept's title and the evidence too. Shared by ``grader check`` and the notebook's text."""
+    from grader.report.text import one_line
+    from grader.report.view import case_message, case_notes, concept_title, evidence_facts
+    from grader.results import Outcome
+
+    def say(m: Msg) -> str:
+        return m.render(lang)
+
+    ok, bad = marks()
+    dash = "—" if ok == "✓" else "-"
+    lines: list[str] = []
     vocab = vocabulary(r.concepts)
     for c in r.cases:
         title = one_line(translate(c.title, lang), 100)
@@ -77,16 +115,4 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
             lines += ["      " + say(tr("{label}: {value}", label=f.label, value=one_line(f.value, 300)))
                       for f in evidence_facts(c.evidence, lang)]
             lines += ["      " + one_line(n, 300) for n in case_notes(c.evidence, lang)]
-    passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
-    lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points, lang))
-    args = dict(passed=passed, total=len(r.cases), earned=fmt_points(r.score.earned),
-                possible=fmt_points(r.score.possible))
-    lines.append(say(tr("Passed {passed} of {total} public cases ({earned}/{possible} points); this self-check is "
-                        "not your grade.", **args) if g.hidden_cases
-                     else tr("Passed {passed} of {total} public cases ({earned}/{possible} points).", **args)))
-    if not g.hidden_cases and passed == len(r.cases) and r.load.ok:
-        lines.append(say(tr("All cases passed.")))
-    if verbose:
-        lines.append(say(tr("Assignment folder: {path}", path=str(g.assignment.dir))))
-        lines.append(say(tr("Sandbox isolation: {isolation}", isolation=g.isolation)))
     return lines

@@ -1,1 +1,1 @@
-"""submission"""
+"""Submissions as files: found on the command line, named, and loaded into code units (nothing executed)."""

@@ -1,4 +1,5 @@
-"""Session-wide checks for the integration tests."""
+"""Session-wide fixtures of the integration tests: shared sandboxes, and the check that none of
+their processes outlives the session."""
 
 import gc
 import os
@@ -6,7 +7,29 @@ import os
 import pytest
 from procs import process_table
 
+from grader.sandbox import Limits, Sandbox
 from grader.sandbox.sandbox import open_sandboxes
+
+
+@pytest.fixture(scope="session")
+def sandbox_for():
+    """``sandbox_for(limits, **options)``: an open Sandbox, one per distinct limits and options for
+    the whole session (a zygote start costs seconds), closed at the end.
+
+    Use it wherever a test needs a sandbox to grade in. Tests that count the session's processes
+    or change the machine before the sandbox starts (test_sandbox.py, test_jail.py, ...) open
+    their own."""
+    opened: dict[tuple, Sandbox] = {}
+
+    def get(limits: Limits = Limits(), **options) -> Sandbox:
+        key = (limits, tuple(sorted(options.items())))
+        if key not in opened:
+            opened[key] = Sandbox(limits, **options).__enter__()
+        return opened[key]
+
+    yield get
+    for sb in opened.values():
+        sb.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # full tier: the benchmark's own smoke run
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 

@@ -18,7 +18,7 @@ import pytest
 from grader.report import write_all
 from grader.results import report_from_dict
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # full tier: a real Chromium
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

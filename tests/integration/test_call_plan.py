@@ -20,6 +20,8 @@ from grader.submission.load import load_submission
 from grader.results import Outcome, to_dict
 from grader.sandbox import OffPlan, Sandbox
 
+pytestmark = pytest.mark.slow  # full tier: every sample graded twice, straight and planned
+
 ROOT = Path(__file__).resolve().parents[2]
 MASKED = ROOT / "submissions/masked-attention"
 CORRECT = (MASKED / "correct/reference_style.py").read_text()

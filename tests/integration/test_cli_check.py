@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from grader.assignment.spec import load_assignment
@@ -62,6 +63,7 @@ def test_buggy_submission_fails_the_right_case_with_its_concept(tmp_path):
     assert (tmp_path / "zero_fill.html").is_file()
 
 
+@pytest.mark.slow
 def test_ascii_terminal_and_module_entry_point(tmp_path):
     env = {**os.environ, "PYTHONIOENCODING": "ascii"}
     proc = subprocess.run([sys.executable, "-m", "grader", "check", str(BUGGY), "-o", str(tmp_path)],

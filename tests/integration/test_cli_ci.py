@@ -9,6 +9,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from grader.assignment.spec import load_assignment
@@ -91,6 +92,7 @@ def test_buggy_submission_is_annotated_and_fails_below_the_threshold(tmp_path):
     assert not (tmp_path / "summary.md").exists()
 
 
+@pytest.mark.slow
 def test_hostile_text_cannot_issue_workflow_commands(tmp_path):
     sub = tmp_path / "evil,name::x%0A.py"
     sub.write_text(HOSTILE, encoding="utf-8")

@@ -144,6 +144,7 @@ def test_rerun_restores_a_deleted_result_from_the_ledger(graded, tmp_path):
     assert result_bytes(out) == before
 
 
+@pytest.mark.slow
 def test_changed_submission_and_force_are_graded_again(graded, tmp_path):
     cls, out = _copy_batch(graded, tmp_path)
     new_cls = tmp_path / "class"
@@ -184,13 +185,17 @@ def _slow_copy(src: Path, dst: Path, seconds: float = 0.6) -> None:
 
 
 def _six_submissions(folder: Path) -> Path:
+    """Six submissions, each loading 2 s longer: after the first result, the rest still need 5 s or
+    more of wall time however fast the machine (sleeping is not sped up), so an interrupt sent on
+    the first result lands mid-run even when this test process is slow to send it."""
     folder.mkdir()
     for name in ("additive", "einsum", "neg_inf_guard", "reference_style", "sdpa"):
-        _slow_copy(SAMPLES / "correct" / f"{name}.py", folder / f"{name}.py")
-    _slow_copy(SAMPLES / "buggy" / "no_scaling.py", folder / "no_scaling.py")
+        _slow_copy(SAMPLES / "correct" / f"{name}.py", folder / f"{name}.py", seconds=2.0)
+    _slow_copy(SAMPLES / "buggy" / "no_scaling.py", folder / "no_scaling.py", seconds=2.0)
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])  # -j 2: slot processes (grader/batch/slots.py), -j 1: one thread
 def test_sigint_stops_cleanly_and_the_rerun_resumes_without_loss_or_duplicates(tmp_path, jobs):
     import signal
@@ -220,6 +225,7 @@ def test_sigint_stops_cleanly_and_the_rerun_resumes_without_loss_or_duplicates(t
         assert conn.execute("SELECT COUNT(*), COUNT(DISTINCT student_id) FROM graded").fetchone() == (6, 6)
 
 
+@pytest.mark.slow
 def test_a_crashed_run_is_resumed_and_marked_interrupted(tmp_path):
     cls, out = _six_submissions(tmp_path / "class"), tmp_path / "out"
     proc = _start(["grade", cls, "-a", "masked-attention", "-o", out, "-j", "1"], tmp_path)
@@ -234,6 +240,7 @@ def test_a_crashed_run_is_resumed_and_marked_interrupted(tmp_path):
     assert runs(out)[1][2] + runs(out)[1][3] == 6
 
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_folder_fails_clearly_or_waits(tmp_path):
     cls = tmp_path / "class"
     cls.mkdir()
@@ -368,6 +375,7 @@ def test_report_refuses_a_folder_a_grade_run_is_writing(graded, tmp_path):
     assert busy.output.rstrip().endswith("try again when it has finished")
 
 
+@pytest.mark.slow
 def test_a_grader_fault_on_one_submission_is_reported_not_recorded_and_retried(tmp_path, monkeypatch):
     from grader.grading.engine import Engine
 

@@ -27,6 +27,8 @@ import nasty
 from grader.cli.app import main
 from grader.submission.ids import name_hash, student_id
 
+pytestmark = pytest.mark.slow  # full tier: hostile submissions through the CLI, each running into a limit
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "submissions" / "masked-attention"
 HOSTILE = ROOT / "tests" / "data" / "hostile"

@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from grader.cli.app import main
 
+pytestmark = pytest.mark.slow  # full tier: whole check, grade and ci runs in Chinese
+
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = ROOT / "assignments" / "masked-attention"
 BUGGY = ROOT / "submissions" / "masked-attention" / "buggy" / "zero_fill.py"
@@ -174,6 +176,6 @@ def test_load_errors_and_cell_errors_are_chinese_too(tmp_path):
     assert result.output.splitlines()[1] == "你的提交无法加载：empty.py 是空的"
     notebook = ROOT / "submissions" / "masked-attention" / "correct" / "correct_notebook.ipynb"
     result = run("check", str(notebook), "-a", str(ASSIGNMENT), "-o", str(tmp_path / "b"), "--lang", "zh-CN")
-    assert result.output.splitlines()[1].startswith("加载时出错（代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)））：NameError")
+    assert result.output.splitlines()[1].startswith("加载代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)）时出错：NameError")
     page = (tmp_path / "b" / "correct_notebook.ipynb.html").read_text(encoding="utf-8")
     assert "代码单元格 7（q = k = v = torch.randn(1, 2, 4, 8)）" in page and "加载时抛出错误的代码" in page

@@ -36,7 +36,7 @@ PRELOAD = Path(__file__).with_name("cluster_preload.py")
 SIX = {"additive": "correct", "einsum": "correct", "sdpa": "correct",
        "no_scaling": "buggy", "zero_fill": "buggy", "causal_off_by_one": "buggy"}
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # full tier: a Dask scheduler and workers in subprocesses
 
 
 @dataclass

@@ -10,18 +10,15 @@ import pytest
 from grader.assignment.spec import load_assignment
 from grader.grading.engine import Engine, limits_for
 from grader.results import Outcome
-from grader.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 CORRECT = (ROOT / "submissions/masked-attention/correct/reference_style.py").read_text()
 
 
 @pytest.fixture(scope="module")
-def engine():
+def engine(sandbox_for):
     a = load_assignment("masked-attention")
-    limits = dataclasses.replace(limits_for(a), call_timeout_s=3.0)
-    with Sandbox(limits) as sb:
-        yield Engine(a, sb)
+    return Engine(a, sandbox_for(dataclasses.replace(limits_for(a), call_timeout_s=3.0)))
 
 
 def grade(engine, tmp_path, source: str | bytes, name="student.py"):
@@ -61,6 +58,7 @@ def test_non_utf8_file_is_a_clear_load_error(engine, tmp_path):
     assert all(c.concept == "load-error" for c in report.cases)
 
 
+@pytest.mark.slow
 def test_hang_in_one_case_times_out_that_case_only(engine, tmp_path):
     src = CORRECT + '''
 _orig = masked_attention
@@ -79,6 +77,7 @@ def masked_attention(q, k, v, mask=None):
     assert all(c.outcome is Outcome.PASSED for c in others), [c.id for c in others if c.outcome is not Outcome.PASSED]
 
 
+@pytest.mark.slow
 def test_exit_during_a_call_costs_that_case_only(engine, tmp_path):
     src = CORRECT + '''
 import os
@@ -185,6 +184,7 @@ def test_words_of_a_timeout_in_an_import_error_are_a_load_error(engine):
     assert {(c.outcome, c.concept) for c in report.cases} == {(Outcome.ERROR, "load-error")}
 
 
+@pytest.mark.slow
 def test_a_real_import_timeout_is_a_timeout(engine, monkeypatch):
     monkeypatch.setattr(engine.sandbox, "limits", dataclasses.replace(engine.sandbox.limits, import_timeout_s=1.0))
     report = engine.grade_path(HOSTILE / "spin_at_import.py")

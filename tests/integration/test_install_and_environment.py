@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from grader.assignment.spec import load_assignment
 from grader.cli.app import main
 
+pytestmark = pytest.mark.slow  # full tier: builds a wheel into a fresh virtualenv; subprocess runs
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "submissions" / "masked-attention"
 ASSIGNMENT = ROOT / "assignments" / "masked-attention"
@@ -67,7 +69,6 @@ def ci(venv: Path, submission: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=_env(), cwd=venv.parent, timeout=300)
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="the jail is Linux's")
 def test_a_wheel_in_a_venv_under_tmp_grades_correct_code_fully_and_hides_the_reference(wheel_venv):
     out = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", "import grader; print(grader.__file__)"],

@@ -21,6 +21,8 @@ from grader.assignment.spec import load_assignment
 from grader.cli.app import main
 from grader.authoring.release import reference_lines, shipped_texts
 
+pytestmark = pytest.mark.slow  # full tier: a released kit, checked and pytest-ed in subprocesses
+
 ROOT = Path(__file__).resolve().parents[2]
 SUBS = ROOT / "submissions" / "masked-attention"
 FULL = load_assignment(ROOT / "assignments" / "masked-attention")

@@ -10,25 +10,22 @@ import pytest
 from grader.assignment.spec import load_assignment
 from grader.grading.engine import Engine, limits_for
 from grader.results import Outcome
-from grader.sandbox import Sandbox
 from grader.authoring.validate import compare_to_expectation, read_expectations
+
+pytestmark = pytest.mark.slow  # full tier: every sample submission graded
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = read_expectations(ROOT / "submissions")
 
 
 @pytest.fixture(scope="module")
-def engines():
-    """One sandbox and engine per assignment, reference setups computed once for all samples."""
-    opened, sandboxes = {}, []
+def engines(sandbox_for):
+    """One engine per assignment, reference setups computed once for all samples."""
+    opened = {}
     for slug in sorted({s.assignment for s in SAMPLES}):
         a = load_assignment(slug)
-        sb = Sandbox(limits_for(a))
-        sandboxes.append(sb.__enter__())
-        opened[slug] = Engine(a, sb)
-    yield opened
-    for sb in sandboxes:
-        sb.__exit__(None, None, None)
+        opened[slug] = Engine(a, sandbox_for(limits_for(a)))
+    return opened
 
 
 def test_every_sample_file_is_declared_and_every_declaration_exists():

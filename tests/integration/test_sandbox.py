@@ -19,6 +19,8 @@ from procs import by_comm, processes_mentioning
 from grader.sandbox import (Handle, Limits, LoadReport, Opaque, Sandbox, StudentError, WorkerCrashed,
                             WorkerTimeout)
 
+pytestmark = pytest.mark.slow  # full tier: hostile submissions running into each limit
+
 HOSTILE = Path(__file__).parent.parent / "data" / "hostile"
 LIMITS = Limits(import_timeout_s=5, call_timeout_s=5, submission_timeout_s=60, memory_bytes=512 << 20,
                 max_pids=32)
@@ -208,22 +210,20 @@ def test_syntax_error_only_unit_fails_the_load(sb, tmp_path):
 # --- hostile submissions ----------------------------------------------------------------------
 
 def test_infinite_loop_at_import_times_out(sb):
-    t0 = time.monotonic()
+    # The import limit (5 s) is the one that fired, not the whole submission's (60 s).
     with hostile(sb, "spin_at_import") as w:
         assert not w.load.ok and isinstance(w.load.failure, WorkerTimeout)
         assert w.load.failure.phase == "loading the submission" and "longer than 5 s" in w.load.message
         with pytest.raises(WorkerTimeout):
             w.call("never_defined_in_time")
-    assert time.monotonic() - t0 < 8
 
 
 @pytest.mark.parametrize("fn", ["spin", "sleep_forever"])
 def test_hanging_calls_time_out(sb, fn):
     with hostile(sb, "hangs") as w:
-        t0 = time.monotonic()
+        # The call limit fired (5 s), not the submission's (60 s).
         with pytest.raises(WorkerTimeout, match=f"5 s exceeded while calling {fn}"):
             w.call(fn)
-        assert time.monotonic() - t0 < LIMITS.call_timeout_s + 2
         assert not w.alive
 
 

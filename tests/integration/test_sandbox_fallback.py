@@ -16,6 +16,8 @@ from procs import by_comm
 
 from grader.sandbox import Limits, Sandbox, StudentError, WorkerCrashed, WorkerTimeout
 
+pytestmark = pytest.mark.slow  # full tier: a sandbox without the zygote, hostile code
+
 HOSTILE = Path(__file__).parent.parent / "data" / "hostile"
 LIMITS = Limits(import_timeout_s=5, call_timeout_s=3, submission_timeout_s=60, memory_bytes=512 << 20,
                 max_pids=32)

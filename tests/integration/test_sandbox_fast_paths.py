@@ -18,7 +18,7 @@ from procs import process_table, processes_mentioning
 LIMITS = Limits(import_timeout_s=10, call_timeout_s=10, submission_timeout_s=60, memory_bytes=512 << 20,
                 max_pids=32)
 LINUX = sys.platform.startswith("linux")
-pytestmark = pytest.mark.skipif(not LINUX, reason="the zygote is Linux-only")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not LINUX, reason="the zygote is Linux-only")]  # full tier: several zygotes started and killed
 
 CODE = '''
 import torch

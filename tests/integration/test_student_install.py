@@ -28,8 +28,9 @@ from grader.authoring.release import reference_lines, shipped_texts
 from grader.cli.app import main
 from grader.grading.engine import Engine, limits_for
 from grader.results import to_dict
-from grader.sandbox import Sandbox
 from grader.authoring.validate import read_expectations
+
+pytestmark = pytest.mark.slow  # full tier: every sample graded twice, from a kit and live
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = read_expectations(ROOT / "submissions")
@@ -48,9 +49,9 @@ def kits(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def engines(kits, tmp_path_factory):
+def engines(kits, tmp_path_factory, sandbox_for):
     """Per assignment: (the kit as shipped, the same kit computing its setups with the reference)."""
-    opened, sandboxes = {}, []
+    opened = {}
     for slug, kit in kits.items():
         shipped = load_assignment(kit / "assignments" / slug)
         assert shipped.stored is not None
@@ -61,12 +62,9 @@ def engines(kits, tmp_path_factory):
             shutil.copy(own, live_dir / own.name)
         live = load_assignment(live_dir)
         assert live.stored is None and live.seed == shipped.seed
-        sb = Sandbox(limits_for(shipped)).__enter__()
-        sandboxes.append(sb)
+        sb = sandbox_for(limits_for(shipped))
         opened[slug] = (Engine(shipped, sb, public_only=True), Engine(live, sb, public_only=True))
-    yield opened
-    for sb in sandboxes:
-        sb.__exit__(None, None, None)
+    return opened
 
 
 def _seen(report) -> list[dict]:
@@ -180,3 +178,29 @@ main(["check", "mine.py", "--no-report"] if "--no-report" in sys.argv else ["che
     assert (f"✗ {title} — {concept}" in proc.stdout or f"x {title} - {concept}" in proc.stdout), \
         proc.stdout + proc.stderr
     assert passed in proc.stdout
+
+
+def test_a_file_copied_out_of_the_kit_finds_the_kit_its_grader_was_installed_from(kits, tmp_path):
+    """The student moved attention.py to another folder: the wheel carries its kit's assignment."""
+    sample, title, concept, passed = WHEEL_RUNS["masked-attention"]
+    site = tmp_path / "site"
+    with zipfile.ZipFile(kits["masked-attention"] / WHEEL) as z:
+        z.extractall(site)
+    assert (site / "grader" / "kits" / "assignments" / "masked-attention" / "expected.safetensors").is_file()
+    elsewhere = tmp_path / "desktop"
+    elsewhere.mkdir()
+    shutil.copy(ROOT / "submissions" / "masked-attention" / sample, elsewhere / "attention.py")
+    driver = tmp_path / "driver.py"
+    driver.write_text(f'''
+import sys
+import grader
+assert grader.__file__.startswith({str(site)!r}), grader.__file__
+from grader.cli.app import main
+main(sys.argv[1:])
+''')
+    env = {**os.environ, "PYTHONPATH": str(site), "GRADER_ASSIGNMENTS": ""}
+    for args in (["check", "attention.py"], ["check", "attention.py", "-a", "masked-attention"]):
+        proc = subprocess.run([sys.executable, str(driver), *args], cwd=elsewhere, capture_output=True, text=True,
+                              env=env, timeout=180)
+        assert f"✗ {title} — {concept}" in proc.stdout, proc.stdout + proc.stderr
+        assert passed in proc.stdout

@@ -6,9 +6,12 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from grader.cli.app import main
+
+pytestmark = pytest.mark.slow  # full tier: grader validate on planted assignments
 
 ROOT = Path(__file__).resolve().parents[2]
 

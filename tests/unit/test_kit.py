@@ -7,7 +7,8 @@ import pytest
 
 from grader.assignment.kit import (Choice, choose_main, code_fingerprint, find_kit, is_untouched, kit_info,
                                    locate_assignment, starter_fingerprints, untouched_note)
-from grader.errors import UnknownAssignment
+from grader.assignment.spec import infer
+from grader.errors import GraderError, UnknownAssignment
 
 STARTER_PY = "def causal_mask(n):\n    raise NotImplementedError\n"
 
@@ -118,3 +119,13 @@ def test_locate_assignment_prefers_the_kit_next_to_the_submission(tmp_path, monk
     assert locate_assignment(str(kit), None) == kit.resolve()
     with pytest.raises(UnknownAssignment, match="unknown assignment 'nope'"):
         locate_assignment("nope", sub)
+
+
+def test_with_no_assignment_known_the_error_says_what_to_run(tmp_path):
+    sub = tmp_path / "attention.py"
+    sub.write_text(STARTER_PY, encoding="utf-8")
+    with pytest.raises(GraderError, match="knows no assignment here. Run grader check in your kit's folder"):
+        infer(sub, {})
+    assert "known assignments: none" not in str(UnknownAssignment("masked-attention", []))
+    assert "Run the command in your kit's folder" in str(UnknownAssignment("masked-attention", []))
+    assert "did you mean 'masked-attention'?" in str(UnknownAssignment("masked-atention", ["masked-attention"] * 2))

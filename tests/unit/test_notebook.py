@@ -30,5 +30,11 @@ def test_missing_notebook_is_a_check_error(tmp_path, monkeypatch):
     monkeypatch.delenv("GRADER_NOTEBOOK", raising=False)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # no Jupyter server to ask
-    with pytest.raises(notebook.CheckError, match=r"^could not tell which notebook this is .*none\); pass it"):
+    with pytest.raises(notebook.CheckError, match=r"^could not tell which notebook this is: there is none in .*; "
+                                                  r"pass it"):
+        notebook.check()
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")  # no kit here: the locale says which language
+    for var in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(notebook.CheckError, match=r"^无法确定是哪个笔记本："):
         notebook.check()

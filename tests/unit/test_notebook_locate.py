@@ -88,13 +88,21 @@ def test_jupyter_server_sessions_api_on_localhost(tmp_path, monkeypatch):
 
 def test_the_only_notebook_in_the_folder_else_a_one_line_error(tmp_path):
     a = _nb(tmp_path / "attention.ipynb")
-    assert nl.find_notebook() == nl.Located(a, "the only notebook in this folder")
+    found = nl.find_notebook()
+    assert found.path == a and str(found.how) == "the only notebook in this folder"
+    assert found.how.render("zh-CN") == "这个目录里唯一的笔记本"
     _nb(tmp_path / "scratch.ipynb")
     with pytest.raises(GraderError, match=r"could not tell which notebook this is \(notebooks in .*: attention"
                                           r"\.ipynb, scratch\.ipynb\); pass it: notebook\.check\(path="):
         nl.find_notebook()
     with pytest.raises(GraderError, match=r"notebook .*missing\.ipynb \(path=\) does not exist; save the notebook"):
         nl.find_notebook("missing.ipynb")
+    (tmp_path / "attention.ipynb").unlink()
+    (tmp_path / "scratch.ipynb").unlink()
+    with pytest.raises(nl.NotebookNotFound) as none:
+        nl.find_notebook()
+    assert none.value.message_i18n.render("zh-CN").startswith("无法确定是哪个笔记本：")
+    assert "(notebooks in" not in str(none.value) and "there is none in" in str(none.value)
 
 
 def test_unsaved_code_warns_saved_code_does_not(tmp_path, monkeypatch):
@@ -108,10 +116,11 @@ def test_unsaved_code_warns_saved_code_does_not(tmp_path, monkeypatch):
     # An edited cell run, not saved: the warning names it and says to save.
     monkeypatch.setattr(nl, "_LOG", [(later, "def causal_mask(n):\n    return torch.ones(n, n).tril().bool()"),
                                      (later, "notebook.check('causal_mask')")])
-    w = nl.unsaved_warning(nb)
+    w = str(nl.unsaved_warning(nb))
     assert w.startswith(f"You ran code at {time.strftime('%H:%M:%S', time.localtime(later))} that is not in the "
                         "saved file (def causal_mask(n):); attention.ipynb was saved at ")
     assert w.endswith("The saved file is what is graded: save (Ctrl+S) and check again.")
+    assert nl.unsaved_warning(nb).render("zh-CN").startswith("你在 ")
     # The same edit, run before the file was saved: saved since, so no warning.
     monkeypatch.setattr(nl, "_LOG", [(mtime - 5, "def causal_mask(n):\n    return 1"), (later, "notebook.check()")])
     assert nl.unsaved_warning(nb) == ""
@@ -121,7 +130,7 @@ def test_without_a_log_the_cell_before_this_one_is_compared(tmp_path, monkeypatc
     nb = _nb(tmp_path / "attention.ipynb", "x = 1")
     history = SimpleNamespace(input_hist_raw=["", "x = 1", "x = 2", "notebook.check()"])
     monkeypatch.setattr(nl, "_shell", lambda: SimpleNamespace(history_manager=history, user_ns={}))
-    assert "(x = 2)" in nl.unsaved_warning(nb)
+    assert "(x = 2)" in str(nl.unsaved_warning(nb))
     history.input_hist_raw[2] = "x = 1"
     assert nl.unsaved_warning(nb) == ""
     assert os.path.exists(nb)
