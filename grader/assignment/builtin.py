@@ -158,7 +158,7 @@ EXPLANATIONS: dict[str, str] = {
            "The message and the traceback (grader check -v) show where; make the same call yourself to see it.")
     ),
     "not-run": (
-        N_("This case did not run because of what happened before it: the file did not load, the same "
+        N_("This case did not run because of what happened before it. The file did not load, the same "
            "function kept crashing or timing out, or the whole submission ran out of time.")
     ),
 }
