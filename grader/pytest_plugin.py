@@ -102,16 +102,20 @@ class _KitSession:
     def _grade(self, folder: Path, selected: list[str]) -> None:
         from grader.grading.single import grade_one
 
+        from grader.assignment.spec import read_spec
+        from grader.i18n import choose, tr
+
+        lang = choose(None, read_spec(folder).get("lang"))
         path = self.submission(folder)
         if not path.exists():
-            self.error = (f"no submission at {path}; write your solution there or pass "
-                          "--submission PATH")
+            self.error = tr("no submission at {path}; write your solution there or pass --submission PATH",
+                            path=str(path)).render(lang)
             return
         try:
             g = grade_one(folder, path, public_only=True, device=self.config.getoption("--grader-device"),
                           only=selected)
         except Exception as e:  # an operator problem (bad kit, no sandbox): fail every item with it
-            self.error = f"the grader could not run: {e}"
+            self.error = tr("the grader could not run: {error}", error=str(e)).render(lang)
             return
         self.results = {c.id: (c, g.report, vocabulary(g.report.concepts)) for c in g.report.cases}
         self.hidden = (g.hidden_cases, g.hidden_points)
@@ -133,9 +137,13 @@ class KitSpec(pytest.File):
     def collect(self):
         from grader.assignment.spec import load_assignment
 
+        from grader.i18n import choose, translate
+
         a = load_assignment(self.path.parent)
+        lang = choose(None, a.lang)
         for inst in a.instances(public_only=True):
-            yield CaseItem.from_parent(self, name=inst.id, title=inst.case.title, concept=inst.case.concept)
+            yield CaseItem.from_parent(self, name=inst.id, title=translate(inst.case.title, lang),
+                                       concept=inst.case.concept)
 
 
 class CaseItem(pytest.Item):
@@ -149,7 +157,9 @@ class CaseItem(pytest.Item):
         selected = [i.name for i in self.session.items if isinstance(i, CaseItem) and i.parent is self.parent]
         found = session.result(self.path.parent, self.name, selected)
         if found is None:
-            raise CaseFailure(f"case {self.name} was not run")
+            from grader.i18n import tr
+
+            raise CaseFailure(tr("case {id} was not run", id=self.name).render(session.lang))
         case, report, vocab = found
         if case.outcome.value == "passed":
             return
@@ -168,7 +178,7 @@ def _failure_text(case: Any, report: Any, vocab: dict) -> str:
     """A failing case as pytest shows it, in the report's language."""
     from grader.i18n import tr, translate
     from grader.report.text import clean_block
-    from grader.report.view import case_message, concept_title, evidence_facts, load_message
+    from grader.report.view import OUTCOME_LABELS, case_message, concept_title, evidence_facts, load_message
 
     lang = report.lang
     title = translate(case.title, lang)
@@ -176,7 +186,8 @@ def _failure_text(case: Any, report: Any, vocab: dict) -> str:
     if case.not_implemented:
         return tr("{title} [{id}]: not implemented yet", title=title, id=case.id).render(lang) + "\n" + message
     concept = case.concept or case.outcome.value
-    lines = [f"{title} [{case.id}]: {case.outcome.value}",
+    outcome = translate(OUTCOME_LABELS[case.outcome][1], lang)
+    lines = [tr("{title} [{id}]: {outcome}", title=title, id=case.id, outcome=outcome).render(lang),
              tr("concept: {concept} ({title})", concept=concept,
                 title=concept_title(vocab, concept, lang) or concept).render(lang), message]
     lines += [tr("{label}: {value}", label=f.label, value=f.value).render(lang)

@@ -4,7 +4,7 @@ Mask convention everywhere: bool, True = may attend (as ``F.scaled_dot_product_a
 """
 
 from . import mistakes
-from .attention import check_mask, masked_attention, oracle_attention
+from .attention import check_mask, masked_attention, masked_attention_by_hand, oracle_attention
 from .compare import Comparison, compare_flash, compare_tensors, tolerance_for
 from .device import exact_float32, resolve_device
 from .kv_cache import KVCache, decode, decode_with_lengths
@@ -24,6 +24,7 @@ __all__ = [
     "decode_with_lengths",
     "exact_float32",
     "masked_attention",
+    "masked_attention_by_hand",
     "mistakes",
     "oracle_attention",
     "padding_mask",

@@ -60,6 +60,27 @@ def masked_attention(q, k, v, mask=None, *, scale=None):
     return weights @ v, weights  # (..., Lq, Dv), (..., Lq, Lk)
 
 
+def masked_attention_by_hand(q, k, v, mask=None, *, scale=None):
+    """``masked_attention`` with the softmax written out, every step in the input dtype: subtract
+    each row's max, exp, sum, divide. Correct code, and in float16/bfloat16 its rounding differs
+    from ``torch.softmax``'s (which works in float32 inside and rounds once): the half-precision
+    tolerance allows what either way of writing it gives.
+
+    Arguments, returns and fully masked rows as in ``masked_attention``.
+    """
+    check_mask(mask)
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., Lq, Lk)
+    if mask is not None:
+        scores = torch.where(mask, scores, float("-inf"))
+    top = scores.amax(dim=-1, keepdim=True)  # (..., Lq, 1); -inf on a row with no visible key
+    top = torch.where(torch.isfinite(top), top, 0.0)
+    e = torch.exp(scores - top)
+    total = e.sum(dim=-1, keepdim=True)
+    weights = torch.where(total > 0, e / total, 0.0)  # (..., Lq, Lk)
+    return weights @ v, weights  # (..., Lq, Dv), (..., Lq, Lk)
+
+
 def oracle_attention(q, k, v, mask=None, *, scale=None):
     """``masked_attention`` in float64 from the given (already rounded) inputs.
 

@@ -13,7 +13,7 @@ top-left causal alignment).
 
 Multi-head attention (``forward``/``decode`` with a ``Variant``): split without transpose,
 interleaved split, merge without transpose, scale by sqrt(d_model), no causal mask, top-left
-causal alignment while decoding. ``Variant()`` is the right model: the float64 oracle.
+causal alignment while decoding, a mask dropped when causal=True comes with it. ``Variant()`` is the right model: the float64 oracle.
 """
 
 from __future__ import annotations
@@ -33,10 +33,12 @@ def _softmax64(scores: torch.Tensor, keep: torch.Tensor | None, dim: int = -1) -
 
 
 def attention_mistakes(q: torch.Tensor, k: torch.Tensor, keep: torch.Tensor | None,
-                       alt_masks: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+                       alt_masks: dict[str, torch.Tensor] | None = None, *,
+                       d_v: int | None = None) -> dict[str, torch.Tensor]:
     """Concept (or "concept/variant") -> the float64 weights (..., Lq, Lk) that mistake gives for
     these q, k and bool keep mask, on the CPU. ``alt_masks``: concept -> the wrong keep mask a
-    classic mistake builds. Order matters: the diagnosis names the first one that matches."""
+    classic mistake builds; ``d_v``: v's last size, when it differs from d (scaling by sqrt(d_v)
+    is then a mistake). Order matters: the diagnosis names the first one that matches."""
     q, k = q.detach().double().cpu(), k.detach().double().cpu()
     d = q.shape[-1]
     raw = q @ k.transpose(-2, -1)
@@ -53,6 +55,8 @@ def attention_mistakes(q: torch.Tensor, k: torch.Tensor, keep: torch.Tensor | No
     out["softmax-axis"] = _softmax64(scores, keep, dim=-2)
     out["scaling"] = _softmax64(raw, keep)
     out["scaling/d"] = _softmax64(raw / d, keep)
+    if d_v is not None and d_v != d:
+        out["scaling/d_v"] = _softmax64(raw / math.sqrt(d_v), keep)
     return out
 
 
@@ -64,6 +68,7 @@ class Variant:
     merge: str = "standard"  # "standard" | "no_transpose" | "interleaved"
     scale: str = "d_k"  # "d_k" | "d_model"
     causal: str = "bottom_right"  # "bottom_right" | "top_left" | "none"
+    mask: str = "and_causal"  # "and_causal" | "dropped_when_causal" (causal=True replaces a passed mask)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -74,6 +79,7 @@ VARIANTS: dict[str, Variant] = {
     "scaling": Variant(scale="d_model"),
     "causal-leak": Variant(causal="none"),
     "causal-alignment": Variant(causal="top_left"),
+    "mask-combination/dropped-when-causal": Variant(mask="dropped_when_causal"),
 }
 """Mistake ("concept" or "concept/variant") -> the model that makes it, in the order diagnosis tries them."""
 
@@ -123,7 +129,7 @@ def forward(weights: dict[str, torch.Tensor], h: int, x: torch.Tensor, *, mask=N
     if past is not None:
         k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
     tq, tk = q.shape[2], k.shape[2]
-    keep = None if mask is None else mask.cpu()
+    keep = None if mask is None or (causal and variant.mask == "dropped_when_causal") else mask.cpu()
     if causal:
         tri = _causal(tq, tk, variant.causal)
         if tri is not None:

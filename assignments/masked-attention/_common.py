@@ -10,15 +10,16 @@ import torch
 
 import reference
 from grader.cases import Setup, SetupContext, Verdict
-from grader.checks.attention import MESSAGES, AttentionCase, check_attention
-from grader.checks.compare import Expected, check_structure, check_values
+from grader.checks.attention import MESSAGES, AttentionCase, check_attention, check_pair
+from grader.checks.compare import (HALF, Expected, check_comparable, check_structure, check_values, farthest_of,
+                                   identical)
 from grader.i18n import tr
 
 
 def qkv(ctx: SetupContext, B: int, H: int, Lq: int, Lk: int, D: int, *, dtype=torch.float32,
-        q_scale: float = 1.0, negative_scores: bool = False):
-    """Random q, k, v. With negative_scores, q = +u and k = -u so every real score is negative
-    (a 0 fill then beats every real score)."""
+        q_scale: float = 1.0, negative_scores: bool = False, d_v: int | None = None):
+    """Random q, k (..., D) and v (..., d_v, default D). With negative_scores, q = +u and k = -u so
+    every real score is negative (a 0 fill then beats every real score)."""
     q = ctx.randn(B, H, Lq, D, dtype=dtype, scale=q_scale)
     if negative_scores:
         u = ctx.randn(B, H, 1, D).abs() + 0.5
@@ -26,7 +27,7 @@ def qkv(ctx: SetupContext, B: int, H: int, Lq: int, Lk: int, D: int, *, dtype=to
         k = (-u.expand(B, H, Lk, D) * (1 + 0.1 * ctx.randn(B, H, Lk, D).abs())).to(dtype)
     else:
         k = ctx.randn(B, H, Lk, D, dtype=dtype)
-    v = ctx.randn(B, H, Lk, D, dtype=dtype)
+    v = ctx.randn(B, H, Lk, D if d_v is None else d_v, dtype=dtype)
     return q, k, v
 
 
@@ -37,15 +38,19 @@ def make_loud(k: torch.Tensor, v: torch.Tensor, pad: torch.Tensor):
 
 
 def attention_case(q, k, v, keep=None, *, rows=None, alt_masks=None) -> AttentionCase:
-    """At setup: the float64 oracle, the naive same-dtype reference and what each classic mistake
+    """At setup: the float64 oracle, the naive same-dtype reference (in half precision the farther
+    of torch.softmax's and a softmax by hand's, per element) and what each classic mistake
     gives as weights (``reference.mistakes``), for these inputs. ``alt_masks``: concept -> the wrong
     keep mask that a classic mistake builds (padding on rows, OR instead of AND, top-left causal
     alignment). A student kit carries the result, never the reference."""
     with reference.exact_float32():
         o64, w64 = reference.oracle_attention(q, k, v, keep)
         on, wn = reference.masked_attention(q, k, v, keep)
+        if q.dtype in HALF:  # a softmax by hand rounds differently from torch.softmax: allow either
+            oh, wh = reference.masked_attention_by_hand(q, k, v, keep)
+            on, wn = farthest_of(o64, [on, oh]), farthest_of(w64, [wn, wh])
     return AttentionCase(q, k, v, keep, Expected(o64, on, q.dtype), Expected(w64, wn, q.dtype), rows=rows,
-                         mistakes=reference.mistakes.attention_mistakes(q, k, keep, alt_masks))
+                         mistakes=reference.mistakes.attention_mistakes(q, k, keep, alt_masks, d_v=v.shape[-1]))
 
 
 def attention_setup(q, k, v, keep=None, *, rows=None, alt_masks=None) -> Setup:
@@ -126,11 +131,17 @@ def check_twice(student, s: Setup) -> Verdict:
     """Two identical calls must give bit-identical results that match the reference (no dropout)."""
     i = s.inputs
     first = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
+    shape = check_pair(first, s.expected, concept="signature")
+    if shape is not None:  # not a pair of tensors of the right shapes: that, not randomness, is what is wrong
+        return shape
     second = student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"])
-    same = (isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second) == 2
-            and all(type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape
-                    and torch.equal(a, b) for a, b in zip(first, second)))
-    if not same:
+    pairs = isinstance(second, (tuple, list)) and len(second) == 2
+    if pairs:
+        for b, name in zip(second, ("out", "weights")):
+            bad = check_comparable(b, f"{name} of the second call")
+            if bad:
+                return bad
+    if not (pairs and all(identical(a, b) for a, b in zip(first, second))):
         return Verdict.fail("dropout", tr("Two identical calls gave different results: masked_attention must not use "
                                           "dropout (F.dropout defaults to training=True)."))
     return check_attention(first, s.expected, concept="dropout",

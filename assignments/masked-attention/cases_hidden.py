@@ -58,8 +58,9 @@ def _(student, s, param):
     return Verdict.ok()
 
 
-@case("padding_mask_left", title="padding_mask with left and right padding", concept="padding-broadcast",
-      points=2, hidden=True, uses=("padding_mask",), params={"left": "left", "right": "right"})
+@case("padding_mask_left", title="padding_mask with left and right padding", concept="padding-mask",
+      points=2, hidden=True, uses=("padding_mask",), params={"left": "left", "right": "right"},
+      on_error={"'list' object has no attribute": "padding-mask"})
 def padding_mask_left(ctx):
     lengths = [6, 2, 4, 0]
     return Setup(inputs=dict(lengths=lengths, max_len=6), expected=reference.padding_mask(lengths, 6, side=ctx.param),
@@ -69,10 +70,11 @@ def padding_mask_left(ctx):
 @padding_mask_left.check
 def _(student, s, param):
     i = s.inputs
-    return check_mask(student.padding_mask(torch.tensor(i["lengths"]), i["max_len"], side=param), s.expected,
-                      what=f"padding_mask(lengths, 6, side={param!r})", concept="padding-broadcast",
+    lengths = list(i["lengths"]) if param == "left" else torch.tensor(i["lengths"])  # lengths: a list or a tensor
+    return check_mask(student.padding_mask(lengths, i["max_len"], side=param), s.expected,
+                      what=f"padding_mask(lengths, 6, side={param!r})", concept="padding-mask",
                       message=tr("With side='left' the real tokens are the last `length` positions of the row."),
-                      alternatives=with_mask_messages({"padding-broadcast": s.extra["other"]}))
+                      alternatives=with_mask_messages({"padding-mask": s.extra["other"]}))
 
 
 @case("combine_masks_padded", title="combine_masks with a rectangular causal mask and padding",
@@ -375,3 +377,19 @@ def _(student, s, param):
     return check_attention(student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"]), s.expected,
                            concept=concept, message=MESSAGES[concept],
                            atol=1e-5 if dtype is torch.float64 else None)
+
+
+@case("value_size_padded", title="Cross-attention in bfloat16 with d_v != d and left padding", concept="scaling",
+      points=1, hidden=True, uses=("masked_attention",))
+def value_size_padded(ctx):
+    q, k, v = qkv(ctx, 2, 3, 5, 9, 32, d_v=12, dtype=torch.bfloat16)
+    pad = reference.padding_mask([9, 5], 9, side="left", device=ctx.device)
+    k, v = make_loud(k, v, pad)
+    return attention_setup(q, k, v, pad[:, None, None, :])
+
+
+@value_size_padded.check
+def _(student, s, param):
+    return run_attention(student, s, concept="scaling",
+                         message=tr("Scale by 1/sqrt(d) with d = q.shape[-1], whatever v's size d_v."))
+

@@ -33,7 +33,7 @@ def _(student, s, param):
                       alternatives=with_mask_messages({"causal-diagonal": torch.ones(n, n, dtype=torch.bool).tril(-1)}))
 
 
-@case("padding_mask_right", title="padding_mask with right padding", concept="padding-broadcast",
+@case("padding_mask_right", title="padding_mask with right padding", concept="padding-mask",
       points=1, hidden=False, uses=("padding_mask",))
 def padding_mask_right(ctx):
     lengths = [5, 3, 1]
@@ -44,7 +44,7 @@ def padding_mask_right(ctx):
 def _(student, s, param):
     i = s.inputs
     return check_mask(student.padding_mask(torch.tensor(i["lengths"]), i["max_len"]), s.expected,
-                      what="padding_mask(lengths, 5)", concept="padding-broadcast",
+                      what="padding_mask(lengths, 5)", concept="padding-mask",
                       message=tr("padding_mask marks the first `length` positions of each row True (real tokens)."))
 
 
@@ -131,7 +131,7 @@ def _(student, s, param):
     return Verdict.ok()
 
 
-@case("padding_mask_left_side", title="padding_mask with side='left'", concept="padding-broadcast",
+@case("padding_mask_left_side", title="padding_mask with side='left'", concept="padding-mask",
       points=1, hidden=False, uses=("padding_mask",))
 def padding_mask_left_side(ctx):
     lengths = [4, 1, 0]
@@ -143,9 +143,9 @@ def padding_mask_left_side(ctx):
 def _(student, s, param):
     i = s.inputs
     return check_mask(student.padding_mask(torch.tensor(i["lengths"]), i["max_len"], side="left"), s.expected,
-                      what="padding_mask(lengths, 4, side='left')", concept="padding-broadcast",
+                      what="padding_mask(lengths, 4, side='left')", concept="padding-mask",
                       message=tr("With side='left' the real tokens are the last `length` positions of the row."),
-                      alternatives=with_mask_messages({"padding-broadcast": s.extra["other"]}))
+                      alternatives=with_mask_messages({"padding-mask": s.extra["other"]}))
 
 
 @case("attention_empty_row", title="masked_attention when a query may see no key: zeros, finite gradients",
@@ -213,3 +213,35 @@ def attention_twice(ctx):
 @attention_twice.check
 def _(student, s, param):
     return check_twice(student, s)
+
+
+@case("attention_value_size", title="masked_attention in float64 with v's size d_v != d (scale by sqrt(d))",
+      concept="scaling", points=1, hidden=False, uses=("masked_attention",))
+def attention_value_size(ctx):
+    q, k, v = qkv(ctx, 1, 2, 4, 6, 16, d_v=4, dtype=torch.float64)  # 1/sqrt(16) vs a wrong 1/sqrt(4)
+    return attention_setup(q, k, v, reference.causal_mask(4, 6, device=ctx.device))
+
+
+@attention_value_size.check
+def _(student, s, param):
+    i = s.inputs
+    # float64 is held to float32's tolerance (as in option_pairs): what is graded is the scale, not the last digits.
+    return check_attention(student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"]), s.expected,
+                           concept="scaling", atol=1e-5,
+                           message=tr("Scale by 1/sqrt(d) with d = q.shape[-1]; out has v's last size d_v and the "
+                                      "inputs' dtype."))
+
+
+@case("padding_mask_list", title="padding_mask given a Python list of lengths", concept="padding-mask",
+      points=1, hidden=False, uses=("padding_mask",), on_error={"'list' object has no attribute": "padding-mask"})
+def padding_mask_list(ctx):
+    lengths = [3, 0, 2]
+    return Setup(inputs=dict(lengths=lengths, max_len=4), expected=reference.padding_mask(lengths, 4))
+
+
+@padding_mask_list.check
+def _(student, s, param):
+    i = s.inputs
+    return check_mask(student.padding_mask(list(i["lengths"]), i["max_len"]), s.expected,
+                      what="padding_mask([3, 0, 2], 4)", concept="padding-mask",
+                      message=tr("lengths may be a list of ints or a 1-D tensor: torch.as_tensor(lengths) accepts both."))

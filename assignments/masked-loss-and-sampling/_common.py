@@ -9,17 +9,21 @@ from __future__ import annotations
 import torch
 
 from grader.cases import Setup, SetupContext, Verdict
-from grader.checks.compare import is_tensor, not_a_tensor
+from grader.checks.compare import check_comparable, is_tensor, not_a_tensor
 from grader.checks.stats import check_frequencies, frequency_problems
 from grader.results import Evidence
-from grader.i18n import tr
+from grader.i18n import tr, verbatim
+from grader.sandbox import StudentError
 
 from . import solution  # the assignment's reference (in a kit: a stand-in; setups come stored)
 
 MESSAGES = {
-    "cross-entropy": tr("The loss is the mean over real tokens of −log_softmax(logits)[target]."),
+    "cross-entropy": tr("The loss is the mean over real tokens of −log_softmax(logits)[target], with each target "
+                        "compared at its own position."),
     "loss-padding": tr("Your loss matches the mean over every position, padding included: count only real tokens "
                        "(mask) in the sum and in the count."),
+    "loss-padding/not-finite": tr("A sequence in this batch has no real token: dividing anything by its own count "
+                                  "is 0/0. Sum the losses of all real tokens and divide once by mask.sum()."),
     "loss-denominator": tr("Your loss matches the sum over real tokens divided by B·T: divide by the number of real "
                            "tokens, mask.sum()."),
     "ignore-index": tr("Your loss matches ignoring target id 0 (ignore_index=0): the mask says which tokens are "
@@ -28,6 +32,8 @@ MESSAGES = {
                       "torch.log_softmax (or F.cross_entropy)."),
     "loss-overflow": tr("The loss is not finite for float16 logits over many tokens: a float16 sum overflows past "
                         "65504; compute in float32 (logits.float())."),
+    "loss-overflow/in-dtype": tr("Half precision rounds away the loss's digits (and a float16 sum overflows past "
+                                 "65504): compute in float32 (logits.float()) and return a float32 loss."),
     "output-dtype": tr("The loss is a float32 scalar, whatever the dtype of the logits."),
     "greedy-at-zero": tr("At temperature 0, return logits.argmax(-1): dividing by 0 gives inf and NaN."),
     "temperature": tr("Draws follow softmax(logits / temperature): divide the logits by the temperature."),
@@ -61,7 +67,9 @@ def loss_batch(ctx: SetupContext, B: int, T: int, V: int, lengths: list[int], *,
 
 def check_loss(actual: object, s: Setup, *, concept: str, nan_concept: str | None = None,
                what: str = "masked_cross_entropy(logits, targets, mask)") -> Verdict:
-    """A 0-dim float32 tensor, finite, within tolerance of the reference; else the mistake it matches."""
+    """A 0-dim float32 tensor, finite, within tolerance of the reference; else the mistake whose
+    value it reproduces, or, when it reproduces none, what is wrong (value against expected) under
+    the generic "cross-entropy" concept: no cause the evidence does not show."""
     if not is_tensor(actual):
         return not_a_tensor(actual, what)
     assert isinstance(actual, torch.Tensor)
@@ -74,7 +82,8 @@ def check_loss(actual: object, s: Setup, *, concept: str, nan_concept: str | Non
     want = s.expected
     if not torch.isfinite(torch.tensor(value)):
         c = nan_concept or concept
-        return Verdict.fail(c, tr("{what} is {value}. ", what=what, value=value) + MESSAGES[c], ev)
+        said = MESSAGES.get(f"{c}/not-finite") or MESSAGES[c]
+        return Verdict.fail(c, tr("{what} is {value}. ", what=what, value=value) + said, ev)
     if actual.dtype != torch.float32:
         return Verdict.fail("output-dtype", tr("{what} is {dtype}, expected torch.float32.", what=what, dtype=actual.dtype), ev)
     tol = 1e-4 + 1e-3 * abs(want)
@@ -85,9 +94,23 @@ def check_loss(actual: object, s: Setup, *, concept: str, nan_concept: str | Non
     for mistake, m in s.extra["mutants"].items():
         if abs(value - m) <= tol and abs(m - want) > 3 * tol:  # unambiguously that mistake
             return Verdict.fail(mistake, MESSAGES[mistake], facts)
-    if s.inputs["logits"].dtype in (torch.float16, torch.bfloat16):  # close, but not float32 close
-        return Verdict.fail("loss-overflow", tr("{what} is {value}, expected {want}: half precision loses too much. ", what=what, value=f"{value:.6g}", want=f"{want:.6g}") + MESSAGES["loss-overflow"], facts)
-    return Verdict.fail(concept, MESSAGES[concept], facts)
+    half = s.inputs["logits"].dtype
+    if half in (torch.float16, torch.bfloat16) and rounded_in(value, want, half):
+        return Verdict.fail("loss-overflow", tr("{what} is {value}, expected {want}: {value} is a {dtype} number "
+                                                "within {dtype}'s rounding of the expected loss. ", what=what,
+                                                value=f"{value:.6g}", want=f"{want:.6g}", dtype=str(half).removeprefix("torch."))
+                            + MESSAGES["loss-overflow/in-dtype"], facts)
+    return Verdict.fail("cross-entropy", tr("{what} is {value}, expected {want} (allowed error {tol}); it matches "
+                                            "none of the classic mistakes this case checks for. ", what=what,
+                                            value=f"{value:.6g}", want=f"{want:.6g}", tol=f"{tol:.2g}")
+                        + MESSAGES["cross-entropy"], facts)
+
+
+def rounded_in(value: float, want: float, dtype: torch.dtype) -> bool:
+    """``value`` is a number of ``dtype`` within two of its rounding steps of ``want``: the evidence
+    of a loss computed (or rounded) in half precision, rather than of another formula."""
+    exact = float(torch.tensor(value, dtype=torch.float64).to(dtype)) == value
+    return exact and abs(value - want) <= 2 * torch.finfo(dtype).eps * abs(want)
 
 
 def gradient_setup(ctx: SetupContext) -> Setup:
@@ -95,27 +118,46 @@ def gradient_setup(ctx: SetupContext) -> Setup:
     logits = s.inputs["logits"].double().requires_grad_(True)
     solution.masked_cross_entropy(logits, s.inputs["targets"], s.inputs["mask"]).backward()
     s.extra["grad"] = logits.grad.detach()
+    mask = s.inputs["mask"]
+    s.extra["grad_bt"] = s.extra["grad"] * (int(mask.sum()) / mask.numel())  # the loss divided by B·T
     return s
 
 
 def check_gradient(student, s: Setup) -> Verdict:
     i = s.inputs
     what = "the gradient of masked_cross_entropy with respect to logits"
-    _, (grad,) = student.vjp("masked_cross_entropy", (i["logits"], i["targets"], i["mask"]), wrt=[0],
-                             cotangent=torch.tensor(1.0))
+    try:
+        _, (grad,) = student.vjp("masked_cross_entropy", (i["logits"], i["targets"], i["mask"]), wrt=[0],
+                                 cotangent=torch.tensor(1.0))
+    except StudentError as e:
+        if "does not require grad" not in e.message:
+            raise  # the engine reports what the student's code raised (a placeholder as not implemented)
+        return Verdict.fail("cross-entropy", tr("No gradient reaches the logits: your loss does not depend on them "
+                                                "(a constant, or computed from detached values). ")
+                            + MESSAGES["cross-entropy"], Evidence(notes=[verbatim(f"{e.exc_type}: {e.message[:160]}")]))
     if not is_tensor(grad) or tuple(grad.shape) != tuple(i["logits"].shape):
         return Verdict.fail("loss-padding", tr("{what} is missing or has the wrong shape.", what=what))
+    bad = check_comparable(grad, what, concept="loss-padding")
+    if bad:
+        return bad
     g = grad.detach().to("cpu", torch.float64)
     leak = g[~i["mask"]].abs().max().item() if (~i["mask"]).any() else 0.0
     zero_ids = i["mask"] & (i["targets"] == 0)
     if leak > 1e-7 and zero_ids.any() and g[zero_ids].abs().max().item() < 1e-9:
         return Verdict.fail("ignore-index", tr("Padding positions get gradient and real tokens with id 0 get none: ") + MESSAGES["ignore-index"], Evidence(notes=[tr("{what}: nonzero at padding", what=what)]))
     if leak > 1e-7:
-        return Verdict.fail("loss-padding", tr("Padding positions get gradient (up to {leak}): ", leak=f"{leak:.3g}") + MESSAGES["loss-padding"], Evidence(notes=[tr("{what}: nonzero at padding", what=what)]))
+        return Verdict.fail("loss-padding", tr("Padding positions get gradient (up to {leak}): padding must add "
+                                               "nothing to the loss, so its gradient is 0.", leak=f"{leak:.3g}"),
+                            Evidence(notes=[tr("{what}: nonzero at padding", what=what)]))
     err = (g - s.extra["grad"]).abs().max().item()
-    if err > 1e-5:
-        return Verdict.fail("loss-denominator", tr("{what} differs from the reference by up to {err}: ", what=what, err=f"{err:.3g}") + MESSAGES["loss-denominator"], Evidence(max_abs_error=err, allowed_error=1e-5))
-    return Verdict.ok()
+    if err <= 1e-5:
+        return Verdict.ok()
+    facts = Evidence(max_abs_error=err, allowed_error=1e-5)
+    if (g - s.extra["grad_bt"]).abs().max().item() <= 1e-5:
+        return Verdict.fail("loss-denominator", tr("{what} is the reference's times (real tokens / B·T): ", what=what)
+                            + MESSAGES["loss-denominator"], facts)
+    return Verdict.fail("cross-entropy", tr("{what} differs from the reference by up to {err} at real tokens (allowed "
+                                            "1e-05). ", what=what, err=f"{err:.3g}") + MESSAGES["cross-entropy"], facts)
 
 
 # --- sampling -------------------------------------------------------------------------------
@@ -136,8 +178,9 @@ def draws_of(student, s: Setup, seed: int) -> object:
 
 
 def shape_problem(draws: object, n: int) -> Verdict | None:
-    if not is_tensor(draws):
-        return not_a_tensor(draws, "sample_next(...)")
+    bad = check_comparable(draws, "sample_next(...)", concept="sample-shape")
+    if bad:
+        return bad
     assert isinstance(draws, torch.Tensor)
     if tuple(draws.shape) != (n,) or draws.dtype != torch.int64:
         return Verdict.fail("sample-shape", tr("sample_next(...) returned shape {shape} and {dtype}, expected ({n},) "
@@ -160,6 +203,22 @@ def check_sampling(student, s: Setup, *, concept: str = "temperature") -> Verdic
         if not frequency_problems(draws, dist):
             return Verdict.fail(mistake, MESSAGES[mistake], verdict.evidence)
     return verdict
+
+
+def check_single_row(student, s: Setup) -> Verdict:
+    """One row of logits: one draw of shape (1,), an id of the vocabulary (one draw says nothing
+    about frequencies: the other cases judge those)."""
+    draws = draws_of(student, s, s.inputs["seed"])
+    bad = shape_problem(draws, 1)
+    if bad:
+        return bad
+    assert isinstance(draws, torch.Tensor)
+    V = s.inputs["logits"].shape[-1]
+    token = int(draws.reshape(-1)[0])
+    if not 0 <= token < V:
+        return Verdict.fail("sample-shape", tr("sample_next(...) drew token {token}, outside the vocabulary 0..{last}.",
+                                               token=token, last=V - 1))
+    return Verdict.ok()
 
 
 def check_generator(student, s: Setup) -> Verdict:

@@ -6,7 +6,7 @@ import torch
 
 from grader.cases import case
 
-from ._common import check_greedy, check_loss, check_sampling, greedy_setup, loss_batch, sampling_setup
+from ._common import check_greedy, check_loss, check_sampling, check_single_row, greedy_setup, loss_batch, sampling_setup
 
 LOSS = ("masked_cross_entropy",)
 
@@ -24,7 +24,7 @@ def _(student, s, param):
 
 
 @case("ce_padding_ids_anything", title="Loss: padding targets out of the vocabulary", concept="ignore-index",
-      uses=LOSS, on_error={"out of bounds": "ignore-index"})
+      uses=LOSS, on_error={"out of bounds": "loss-padding"})
 def ce_padding_ids_anything(ctx):
     return loss_batch(ctx, 2, 6, 5, [6, 3], pad_targets="out-of-range")
 
@@ -68,3 +68,14 @@ def sample_greedy_wide(ctx):
 @sample_greedy_wide.check
 def _(student, s, param):
     return check_greedy(student, s)
+
+
+@case("sample_single_row_hot", title="Sampling: a batch of one at temperature 2 over a wide vocabulary",
+      concept="sample-shape", uses=("sample_next",))
+def sample_single_row_hot(ctx):
+    return sampling_setup(ctx, 1, 50, 2.0, seed=41)
+
+
+@sample_single_row_hot.check
+def _(student, s, param):
+    return check_single_row(student, s)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from grader.cases import case
 
-from ._common import (check_generator, check_gradient, check_greedy, check_loss, check_sampling, gradient_setup,
-                      greedy_setup, loss_batch, sampling_setup)
+from ._common import (check_generator, check_gradient, check_greedy, check_loss, check_sampling, check_single_row,
+                      gradient_setup, greedy_setup, loss_batch, sampling_setup)
 
 LOSS = ("masked_cross_entropy",)
 SAMPLE = ("sample_next",)
@@ -74,6 +74,18 @@ def _(student, s, param):
     return check_gradient(student, s)
 
 
+@case("ce_padding_targets_out_of_vocab", title="masked_cross_entropy with padding targets outside the vocabulary",
+      concept="loss-padding", hidden=False, uses=LOSS, on_error={"out of bounds": "loss-padding"})
+def ce_padding_targets_out_of_vocab(ctx):
+    return loss_batch(ctx, 2, 5, 6, [5, 2], pad_targets="out-of-range")
+
+
+@ce_padding_targets_out_of_vocab.check
+def _(student, s, param):
+    i = s.inputs
+    return check_loss(student.masked_cross_entropy(i["logits"], i["targets"], i["mask"]), s, concept="loss-padding")
+
+
 @case("sample_greedy", title="sample_next at temperature 0 is the argmax", concept="greedy-at-zero",
       hidden=False, uses=SAMPLE, on_error={"probability tensor contains": "greedy-at-zero",
                                           "division by zero": "greedy-at-zero"})
@@ -106,3 +118,14 @@ def sample_uses_generator(ctx):
 @sample_uses_generator.check
 def _(student, s, param):
     return check_generator(student, s)
+
+
+@case("sample_single_row", title="sample_next for a batch of one returns shape (1,)", concept="sample-shape",
+      hidden=False, uses=SAMPLE)
+def sample_single_row(ctx):
+    return sampling_setup(ctx, 1, 7, 1.0, seed=31)
+
+
+@sample_single_row.check
+def _(student, s, param):
+    return check_single_row(student, s)

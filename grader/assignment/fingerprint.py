@@ -14,6 +14,7 @@ import importlib.util
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from grader.assignment.seed import SEED_FILE
 from grader.assignment.spec import Assignment
 
 PARTS = ("cases", "reference", "spec", "grader")
@@ -27,7 +28,8 @@ class Fingerprint:
     reference: str
     """sha256 over the trusted reference's source files ("" when it cannot be found, as in a kit)."""
     spec: str
-    """sha256 of spec.toml (version, limits, tolerances, concepts)."""
+    """sha256 of spec.toml (version, limits, tolerances, concepts) and of seed.secret, where the
+    seed is kept there."""
     grader: str
     """The grader's version."""
 
@@ -81,6 +83,7 @@ def fingerprint(a: Assignment) -> Fingerprint:
     return Fingerprint(
         cases=_digest(a.dir, _case_files(a)),
         reference=_digest(*ref) if ref else "",
-        spec=hashlib.sha256((a.dir / "spec.toml").read_bytes()).hexdigest(),
+        spec=hashlib.sha256(b"".join(p.read_bytes() for p in (a.dir / "spec.toml", a.dir / SEED_FILE)
+                                     if p.is_file())).hexdigest(),
         grader=__version__,
     )

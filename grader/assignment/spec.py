@@ -2,7 +2,7 @@
 
 Layout of an assignment folder::
 
-    spec.toml          title, version, seed, entry points, points policy, limits, tolerances
+    spec.toml          title, version, seed (else seed.secret), entry points, points policy, limits
     cases_public.py    cases students may see (shipped in the release kit)
     cases_hidden.py    cases run only at grading time (never shipped)
     _common.py         optional helpers shared by both (shipped; must hold nothing secret)
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grader.errors import AssignmentSpecError, GraderError, UnknownAssignment
+from grader.assignment.seed import assignment_seed
 from grader.i18n import LANGUAGES, add_assignment_locales, normalise
 
 if TYPE_CHECKING:  # finding and reading specs stays torch-free: `grader check` starts faster
@@ -250,7 +251,7 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
             raise AssignmentSpecError(f"{folder}: duplicate case ids: {', '.join(dupes)}")
         add_assignment_locales(folder / "locales")  # its case titles and messages, in other languages
         return Assignment(
-            id=aid, title=spec.get("title", aid), version=str(spec["version"]), seed=int(spec["seed"]),
+            id=aid, title=spec.get("title", aid), version=str(spec["version"]), seed=assignment_seed(spec, folder),
             dir=folder, main_module=spec.get("main_module", "submission.py"),
             cell_tag=spec.get("cell_tag") or None,
             entry_points=tuple(EntryPoint(e["name"], e["kind"], e["signature"]) for e in spec.get("entry_points", [])),

@@ -8,7 +8,6 @@ them, imports what it does not ship, or carries a line of the reference's code.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -16,17 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from grader.assignment.kit import CONFTEST, KIT_TABLE, SHIPPED_CASE_FILES, SPEC_KEYS, Kit, KitInfo, starter_fingerprints
+from grader.assignment.seed import kit_seed
 from grader.assignment.spec import read_spec
 from grader.errors import AssignmentSpecError, GraderError
 from grader.i18n import DEFAULT, Msg, normalise, ntr, tr, translate
 from grader.i18n.documents import translate_markdown, translate_notebook
 from grader.report.outdir import writable_dir
-
-
-def kit_seed(seed: int, aid: str, version: str) -> int:
-    """The kit's own seed for public inputs: reproducible per release, and reveals nothing of ``seed``."""
-    digest = hashlib.sha256(f"student-kit:{aid}:{version}:{seed}".encode()).digest()
-    return int.from_bytes(digest[:6], "little")
 
 
 def _toml_value(v: Any) -> str:
@@ -290,7 +284,7 @@ def release(assignment, out: Path, *, verify: bool = True, lang: str | None = No
     for name in SHIPPED_CASE_FILES:
         if (src / name).is_file():
             written.append(Path(shutil.copyfile(src / name, adir / name)))
-    put(adir / "spec.toml", kit_spec_text(spec, seed=kit_seed(assignment.seed, assignment.id, assignment.version),
+    put(adir / "spec.toml", kit_spec_text(spec, seed=kit_seed(),
                                           info=info))
     written += ship_catalogs(src / "locales", adir)
     from grader.authoring import publish, slim

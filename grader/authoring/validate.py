@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.assignment.spec import Assignment
+from grader.errors import GraderError
 from grader.grading.engine import Engine
 from grader.grading.reference_run import reference_submission
 from grader.results import GradeReport, Outcome, to_dict
@@ -54,14 +55,47 @@ class ValidationReport:
 
 
 def read_expectations(submissions_dir: Path) -> list[SampleExpectation]:
-    table = tomllib.loads((submissions_dir / "expected.toml").read_text(encoding="utf-8"))
+    """The samples ``submissions_dir/expected.toml`` declares, each path inside that folder.
+
+    Raises:
+        SampleTreeError: the file cannot be read, is not TOML, or an entry is malformed or names a
+            path outside the folder (absolute, ``..``, or through a symbolic link leading out).
+    """
+    where = submissions_dir / "expected.toml"
+    try:
+        table = tomllib.loads(where.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise SampleTreeError(f"{where}: {e}") from e
     known = {"assignment", "fails", "concepts", "exact"}
+    out = []
     for rel, e in table.items():
+        if not isinstance(e, dict):
+            raise SampleTreeError(f"{where} [{rel!r}]: expected a table (assignment = ..., fails = [...])")
         if set(e) - known:
-            raise ValueError(f"submissions/expected.toml [{rel!r}]: unknown keys {sorted(set(e) - known)}")
-    return [SampleExpectation(submissions_dir / rel, e["assignment"], frozenset(e.get("fails", [])),
-                              frozenset(e.get("concepts", [])), bool(e.get("exact", False)))
-            for rel, e in table.items()]
+            raise SampleTreeError(f"{where} [{rel!r}]: unknown keys {sorted(set(e) - known)}")
+        lists = [e.get("fails", []), e.get("concepts", [])]
+        if not isinstance(e.get("assignment"), str) or not all(
+                isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists) \
+                or not isinstance(e.get("exact", False), bool):
+            raise SampleTreeError(f"{where} [{rel!r}]: assignment must be text, fails and concepts lists of "
+                                  "text, exact true or false")
+        out.append(SampleExpectation(_inside(submissions_dir, rel, where), e["assignment"], frozenset(lists[0]),
+                                     frozenset(lists[1]), e.get("exact", False)))
+    return out
+
+
+class SampleTreeError(GraderError, ValueError):
+    """expected.toml cannot be used: an operator error (``Error:``, exit 2)."""
+
+
+def _inside(folder: Path, rel: str, where: Path) -> Path:
+    """``folder / rel``, refused unless it stays inside `folder` (also after following links)."""
+    parts = rel.replace("\\", "/").split("/")
+    path = folder / rel
+    if not rel or Path(rel).is_absolute() or rel.startswith(("/", "\\")) or ".." in parts or ":" in parts[0] \
+            or not path.resolve().is_relative_to(folder.resolve()):
+        raise SampleTreeError(f"{where} [{rel!r}]: a sample's path must be relative and inside {folder}")
+    return path
 
 
 def base_id(case_id: str) -> str:

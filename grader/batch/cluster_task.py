@@ -28,9 +28,11 @@ def pack(sub, student_id: str) -> dict:
     return payload
 
 
-def unpack(payload: dict, *, main_module: str, cell_tag: str | None):
-    """The payload written into a private temp dir and loaded there, as `load_submission` loads a path."""
-    from grader.submission.load import LoadedSubmission, load_submission
+def unpack(payload: dict, *, main_module: str, cell_tag: str | None, intake=None):
+    """The payload written into a private temp dir and read there behind the intake's boundary
+    (`grader.submission.intake`; `intake`: a reader kept for the worker's tasks)."""
+    from grader.submission.intake import load_bounded
+    from grader.submission.load import LoadedSubmission
 
     name = payload["name"]
     if payload["error"] is not None:
@@ -46,10 +48,10 @@ def unpack(payload: dict, *, main_module: str, cell_tag: str | None):
         else:
             with open(path, "wb") as f:
                 f.write(payload["data"])
-        sub = load_submission(path, main_module=main_module, cell_tag=cell_tag)
+        sub = load_bounded(path, main_module=main_module, cell_tag=cell_tag, intake=intake)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if sub.sha256 != payload["sha256"]:
+    if sub.error is None and sub.sha256 != payload["sha256"]:
         raise ValueError(f"{name} arrived with sha256 {sub.sha256[:12]}, expected {payload['sha256'][:12]}")
     return sub
 

@@ -134,7 +134,7 @@ def grade_remote(plugin_name: str, payload: dict) -> dict:
         return {"error": f"the sandbox is not ready on this worker: {why}"}
     try:
         a = engine.assignment
-        sub = unpack(payload, main_module=a.main_module, cell_tag=a.cell_tag)
+        sub = unpack(payload, main_module=a.main_module, cell_tag=a.cell_tag, intake=engine.intake)
         report = engine.grade(sub, student_id=payload["student_id"])
         return {"report": to_dict(report), "seconds": time.perf_counter() - t0}
     except Exception as e:  # noqa: BLE001 - a grader fault on one submission must not end the batch

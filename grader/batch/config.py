@@ -33,6 +33,10 @@ class BatchConfig:
     """The students' feedback language (``--lang``; default: the assignment's, else the locale)."""
     dashboard_lang: str | None = None
     """The dashboard's language (``--dashboard-lang``; default: the locale)."""
+    folders_are_submissions: bool = False
+    """Each folder in `paths` is one student's submission, not a folder of submissions."""
+    newest: bool = False
+    """Of several submissions giving one LMS student id, grade only the newest (else each under its own id)."""
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,9 @@ class Event:
 
     kind: str
     """"waiting" (for another run's lock; message says whose), "plan" (before grading), "ready" (the
-    sandboxes started: seconds it took, message the isolation), "graded", "error" (the grader could
-    not grade it; message says why) or "stopping"."""
+    sandboxes started: seconds it took, message the isolation), "warning" (about the batch's layout,
+    before grading: message says what), "graded", "error" (the grader could not grade it; message
+    says why) or "stopping"."""
     done: int
     total: int
     """Submissions to grade in this run (those the ledger already holds are not counted)."""

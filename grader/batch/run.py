@@ -32,14 +32,19 @@ from grader.records.gradebook import GRADEBOOK_NAME, Gradebook
 from grader.records.ledger import Ledger, LedgerKey, mode_of
 from grader.report import RunInfo, load_results, write_all
 from grader.submission.discover import discover
-from grader.submission.load import load_submission
+from grader.submission.intake import Intake
 
 
 def run_batch(cfg: BatchConfig, on_event: Callable[[Event], None] = lambda e: None) -> BatchResult:
     """Grade `cfg.paths` into `cfg.out_dir`. Raises GraderError subclasses for operator errors."""
+    t0 = time.perf_counter()
+    with Intake().start() as intake:  # its process starts while the output folder is prepared
+        return _run(cfg, on_event, t0, intake)
+
+
+def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake: Intake) -> BatchResult:
     from grader.device import resolve_device
 
-    t0 = time.perf_counter()
     a = cfg.assignment
     spec = _cluster_spec(cfg)
     try:
@@ -49,9 +54,14 @@ def run_batch(cfg: BatchConfig, on_event: Callable[[Event], None] = lambda e: No
     out = prepare_output(cfg.out_dir)
     result = BatchResult(out_dir=out, gradebook=cfg.gradebook or out / GRADEBOOK_NAME)
     with OutputLock(out, wait=cfg.wait, on_wait=lambda h: on_event(Event("waiting", 0, 0, message=h))):
-        found = discover(cfg.paths, assignment_id=a.id, main_module=a.main_module, exclude=out)
+        found = discover(cfg.paths, exclude=out, folders_are_submissions=cfg.folders_are_submissions,
+                         newest=cfg.newest)
         result.found = len(found.submissions)
-        subs = [load_submission(f.path, main_module=a.main_module, cell_tag=a.cell_tag) for f in found.submissions]
+        for warning in found.warnings:
+            on_event(Event("warning", 0, 0, message=warning))
+        # Each student's files read behind the intake's boundary, never in this loop's process.
+        subs = [intake.load(f.path, main_module=a.main_module, cell_tag=a.cell_tag) for f in found.submissions]
+        intake.close()
         mode = mode_of(public_only=False, device=dev.type)
         print_ = fingerprint(a)
         keys = [LedgerKey(f.id, s.sha256, a.id, mode, print_) for f, s in zip(found.submissions, subs)]

@@ -16,7 +16,8 @@ import torch
 
 from grader.i18n import Msg, tr
 from grader.cases import Verdict
-from grader.checks.compare import Expected, check_structure, compare, evidence_of, is_tensor, nan_locations
+from grader.checks.compare import (Expected, check_comparable, check_structure, compare, evidence_of, is_tensor,
+                                   nan_locations)
 from grader.checks.hypotheses import concept_of, matching_mistake
 from grader.results import Evidence, Heatmap
 
@@ -30,6 +31,9 @@ MESSAGES: dict[str, Msg] = {
     "softmax-axis": tr("The weights are normalised over the wrong axis: take the softmax over keys (dim=-1), "
                        "so that each query's row sums to 1."),
     "scaling": tr("The scores are scaled wrongly: divide q @ k^T by sqrt(d_k), the size of one head's vectors."),
+    "scaling/d": tr("The scores are divided by d, not by sqrt(d): divide q @ k^T by math.sqrt(d), d = q.shape[-1]."),
+    "scaling/d_v": tr("The scores are divided by sqrt(d_v), the size of v's vectors: divide by sqrt(d), d = "
+                      "q.shape[-1], the size of the queries and keys the scores are made of."),
     "padding-broadcast": tr("Padding must hide keys (columns), not queries: a (B, T) padding mask broadcasts "
                             "as (B, 1, 1, T) against (B, H, Lq, Lk) scores."),
     "mask-combination": tr("A key may be attended only if it is real AND not in the future: combine keep masks "
@@ -38,7 +42,8 @@ MESSAGES: dict[str, Msg] = {
                            "keys j <= Lk - Lq + i (bottom-right alignment), not a top-left triangle."),
     "causal-diagonal": tr("A token may attend to itself: keep the diagonal visible (tril, not tril(-1))."),
     "fully-masked-rows": tr("A query that may see no key must output zeros (never NaN) and have finite gradients: "
-                            "guard fully masked rows, e.g. with torch.where on mask.any(-1)."),
+                            "before the softmax, give rows with no visible key finite scores "
+                            "(torch.where(mask.any(-1, keepdim=True), scores, 0)), and zero their weights after it."),
     "fully-masked-rows/uniform": tr("Rows with no visible key came out uniform (1/Lk per key: the mean of v), "
                                     "not zeros. A finite fill such as finfo(dtype).min does that: equal scores give "
                                     "exp(0)/Lk each. Zero those rows: torch.where(mask.any(-1, keepdim=True), weights, 0)."),
@@ -117,6 +122,19 @@ def uniform_empty_rows(actual_w: torch.Tensor, a: AttentionCase) -> bool:
     return bool(diff.numel()) and float(diff.max()) < tol
 
 
+def row_sum_slack(dtype: torch.dtype) -> float:
+    """How far from 1 a correct row of weights in ``dtype`` may sum: each weight carries a few
+    roundings of the dtype (exp, the sum, the division), so 4 eps, and never less than 1e-3."""
+    return max(1e-3, 4 * torch.finfo(dtype).eps) if dtype.is_floating_point else 1e-3
+
+
+def rows_short_of_one(sums: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Bool per row: a row that has weight (sum > 0) and sums to less than 1 by more than the
+    dtype's rounding explains (``row_sum_slack``). A bfloat16 row of a softmax by hand sums to
+    0.996: that is rounding, not weights zeroed after the softmax."""
+    return (sums > 1e-9) & (sums < 1 - row_sum_slack(dtype))
+
+
 def diagnose_weights(actual_w: torch.Tensor, a: AttentionCase) -> str | None:
     """The mistake (a concept, or "concept/variant" for a MESSAGES key) that the student's weights
     reproduce, if any (NaN cells are skipped)."""
@@ -127,7 +145,7 @@ def diagnose_weights(actual_w: torch.Tensor, a: AttentionCase) -> str | None:
         return "fully-masked-rows/uniform"
     tol = 2e-3 if a.q.dtype in (torch.float32, torch.float64) else 3e-2
     return matching_mistake(w, a.weights.oracle, a.mistakes, tol=tol, where=_rows_where(a, w.shape),
-                            finite_only=True, apart=10.0)
+                            finite_only=True)
 
 
 def message_of(diagnosis: str, default: Msg | str) -> Msg | str:
@@ -169,22 +187,32 @@ def weight_evidence(actual_w: torch.Tensor, a: AttentionCase, bad: list[int] | N
                 row_sums=[round(float(s), 6) for s in sums[:64]])
 
 
-def check_attention(result: object, a: AttentionCase, *, concept: str, message: Msg | str,
-                    what: str = "masked_attention", atol: float | None = None) -> Verdict:
-    """Check (out, weights) against the reference and name the mistake when they differ."""
+def check_pair(result: object, a: AttentionCase, *, concept: str, what: str = "masked_attention") -> Verdict | None:
+    """None when ``result`` is a pair (out, weights) of tensors of the reference's shapes and
+    dtypes; else the verdict that says which part is not."""
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        got = type(result).__name__
+        got = getattr(result, "type_name", None) or type(result).__name__
         if isinstance(result, (tuple, list)):
             return Verdict.fail("signature", tr("{what} must return a tuple (out, weights); it returned {type} of {n}.",
                                                 what=what, type=got, n=len(result)))
         return Verdict.fail("signature", tr("{what} must return a tuple (out, weights); it returned {type}.",
                                             what=what, type=got))
-    out, w = result
-    for value, exp, name in ((out, a.out, "out"), (w, a.weights, "weights")):
-        bad = check_structure(value, tuple(exp.oracle.shape), exp.dtype, what=f"{what}'s {name}",
-                              shape_concept=concept)
+    for value, exp, name in ((result[0], a.out, "out"), (result[1], a.weights, "weights")):
+        bad = (check_structure(value, tuple(exp.oracle.shape), exp.dtype, what=f"{what}'s {name}",
+                               shape_concept=concept) or check_comparable(value, f"{what}'s {name}"))
         if bad:
             return bad
+    return None
+
+
+def check_attention(result: object, a: AttentionCase, *, concept: str, message: Msg | str,
+                    what: str = "masked_attention", atol: float | None = None) -> Verdict:
+    """Check (out, weights) against the reference and name the mistake when they differ."""
+    bad = check_pair(result, a, concept=concept, what=what)
+    if bad:
+        return bad
+    assert isinstance(result, (tuple, list))
+    out, w = result
     assert is_tensor(out) and is_tensor(w)
     rows_out = _rows_where(a, out.shape)
     rows_w = _rows_where(a, w.shape)
@@ -210,9 +238,11 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
             if extra["leaking_cells"]:
                 specific = "mask-fill-value" if concept not in ("causal-alignment", "padding-broadcast",
                                                                  "mask-combination") else concept
-            elif a.keep is not None and bool((sums < 0.999).any() & (sums > 1e-9).any()):
+            elif a.keep is not None and bool(rows_short_of_one(sums, a.q.dtype).any()):
                 specific = "mask-after-softmax"
-        msg = message_of(specific, message) if specific else message
+        msg = message_of(specific, message) if specific else tr(
+            "Your weights differ from the reference, and no mistake this case knows reproduces them (the evidence "
+            "shows where). What this case checks: ") + message
         return Verdict.fail(concept_of(specific) if specific else concept, msg,
                             evidence_of(cw, notes=[tr("{what}: {reason}", what="weights", reason=cw.reason_text)], **extra))
     return Verdict.fail(concept, tr("Your attention weights are right, but the output is not weights @ v. ") + message,

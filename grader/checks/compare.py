@@ -24,13 +24,27 @@ class Expected:
     """The reference result of one tensor.
 
     oracle: float64, computed from the same rounded inputs the student got.
-    naive:  the same computation in the input dtype (for the fp16/bf16 rule), else None.
+    naive:  the same computation in the input dtype (for the fp16/bf16 rule), else None. Where
+            plain code can be written in more than one way that rounds differently (torch.softmax
+            vs a softmax by hand), ``farthest_of`` their results: the rule then allows twice the
+            error of whichever rounds worst on the cells compared.
     dtype:  the dtype the student's tensor must have.
     """
 
     oracle: torch.Tensor
     naive: torch.Tensor | None
     dtype: torch.dtype
+
+
+def farthest_of(oracle: torch.Tensor, results: list[torch.Tensor]) -> torch.Tensor:
+    """Per element, the one of ``results`` (same shape and dtype) farthest from ``oracle``. Over any
+    selection of cells, max |farthest - oracle| is then the largest of the results' own errors."""
+    o = oracle.detach().to("cpu", torch.float64)
+    worst = results[0]
+    for r in results[1:]:
+        further = (r.detach().to("cpu", torch.float64) - o).abs() > (worst.detach().to("cpu", torch.float64) - o).abs()
+        worst = torch.where(further.to(worst.device), r, worst)
+    return worst
 
 
 def type_name(value: object) -> str:
@@ -72,6 +86,28 @@ def check_structure(actual: object, shape: tuple[int, ...], dtype: torch.dtype, 
     return None
 
 
+def check_comparable(actual: object, what: str, *, concept: str = "device-placement") -> Verdict | None:
+    """A plain tensor with values (a meta tensor has none to compare); None when it is one. Run
+    before anything that reads a student's values: torch.equal, .cpu() or .tolist() raise on a
+    meta tensor. `concept`: the one a meta tensor fails with (the assignment must declare it)."""
+    if not is_tensor(actual):
+        return not_a_tensor(actual, what)
+    assert isinstance(actual, torch.Tensor)
+    if actual.device.type == "meta":
+        return Verdict.fail(concept, tr("{what} is on the meta device; it cannot be checked.", what=what))
+    return None
+
+
+def identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-identical: the same dtype and shape, and equal values wherever each one lives (on the
+    CPU when their devices differ). For tensors `check_comparable` accepted."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.device != b.device:
+        a, b = a.detach().cpu(), b.detach().cpu()
+    return torch.equal(a, b)
+
+
 def compare(actual: torch.Tensor, exp: Expected, *, where: torch.Tensor | None = None,
             atol: float | None = None, rtol: float | None = None, factor: float = 2.0) -> Comparison:
     """Pick the rule by dtype: FlashAttention's rule for fp16/bf16 when a naive result exists."""
@@ -97,9 +133,10 @@ def check_values(actual: object, exp: Expected, *, what: str, concept: str, mess
     bad = check_structure(actual, tuple(exp.oracle.shape), exp.dtype, what=what, shape_concept=concept)
     if bad:
         return bad
+    bad = check_comparable(actual, what)
+    if bad:
+        return bad
     assert isinstance(actual, torch.Tensor)
-    if actual.device.type == "meta":
-        return Verdict.fail("device-placement", tr("{what} is on the meta device; it cannot be checked.", what=what))
     selected = actual if where is None else actual.detach().to("cpu")[where.expand_as(actual.cpu())]
     if torch.isnan(selected.detach().to("cpu")).any():
         nans = nan_locations(actual.detach().to("cpu").masked_fill(~where.expand_as(actual.cpu()), 0)

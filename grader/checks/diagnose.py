@@ -46,6 +46,32 @@ def concept_of_exception(exc_type: str, message: str, default: str,
 
 
 
+# --- the student's source, read for a hint ----------------------------------------------------
+
+MAX_ANALYSED_CHARS = 200_000
+"""A code unit longer than this is not parsed for a hint (`find_rebinding`, a placeholder's class):
+parsing costs up to ~500 bytes of memory per character of tiny statements, in the grader's own
+process, and no honest attention submission comes near it."""
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""Line breaks as Python's tokenizer counts them (what ``ast`` line numbers count)."""
+
+
+def _parsed(source: str) -> ast.Module | None:
+    """`source` parsed, or None when it is too long to parse here or does not parse."""
+    if len(source) > MAX_ANALYSED_CHARS:
+        return None
+    try:
+        return ast.parse(source)
+    except Exception:  # SyntaxError, ValueError (null bytes), MemoryError/RecursionError (nesting)
+        return None
+
+
+def _line(source: str, lineno: int) -> str:
+    """Line `lineno` (1-based) of `source`, counted as `ast` counts."""
+    lines = _LINE_BREAK.split(source)
+    return lines[lineno - 1] if 0 < lineno <= len(lines) else ""
+
+
 # --- placeholders ---------------------------------------------------------------------------
 
 NOT_IMPLEMENTED = N_("Not implemented yet")
@@ -57,9 +83,8 @@ def _qualname(units: Iterable, label: str, line: int, name: str) -> str:
     for unit in units:
         if unit.label != label:
             continue
-        try:
-            tree = ast.parse(unit.source)
-        except (SyntaxError, ValueError):
+        tree = _parsed(unit.source)
+        if tree is None:
             return name
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
             for fn in cls.body:
@@ -140,21 +165,22 @@ def find_rebinding(units: Iterable, name: str) -> Rebinding | None:
     """The last module-level statement that binds ``name`` when that is not a def or class.
 
     ``units``: the submission's code units (objects with ``label`` and ``source``), in run order.
-    A unit that does not parse is skipped (it raised while loading and is reported as such)."""
-    last: Rebinding | None = None
+    A unit that does not parse is skipped (it raised while loading and is reported as such), and
+    so is one over `MAX_ANALYSED_CHARS`."""
+    last = None  # (unit, line) of the statement binding it last, when that is not its def/class
     for unit in units:
-        try:
-            tree = ast.parse(unit.source)
-        except (SyntaxError, ValueError):
+        tree = _parsed(unit.source)
+        if tree is None:
             continue
-        lines = unit.source.splitlines()
         for node in _statements(tree.body):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
                 last = None
             elif name in _bound_names(node):
-                text = lines[node.lineno - 1].strip() if 0 < node.lineno <= len(lines) else ""
-                last = Rebinding(unit.label, node.lineno, text[:120])
-    return last
+                last = (unit, node.lineno)
+    if last is None:
+        return None
+    unit, line = last
+    return Rebinding(unit.label, line, _line(unit.source, line).strip()[:120])
 
 
 def _a(type_name: str) -> Msg:

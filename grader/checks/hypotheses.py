@@ -25,11 +25,16 @@ class Hypotheses:
 
 def matching_mistake(actual: torch.Tensor, reference: torch.Tensor, mistakes: Mapping[str, torch.Tensor], *,
                      tol: float, where: torch.Tensor | None = None, finite_only: bool = False,
-                     apart: float = 10.0, apart_from_student: float = 0.0,
+                     apart: float = 2.0, apart_from_student: float = 10.0,
                      only: tuple[str, ...] | None = None) -> str | None:
-    """The first mistake whose result ``actual`` reproduces: within ``tol`` of it (max abs
-    difference over ``where``), while that result is unambiguously not the reference's (farther
-    from it than ``apart`` x ``tol`` and than ``apart_from_student`` x how close the student is).
+    """The first mistake whose result ``actual`` reproduces, or None. Distances are max abs
+    differences over the compared cells. A mistake M is named when both hold:
+
+    - the student reproduces it: dist(actual, M) < ``tol``;
+    - it is unambiguously not the reference: dist(reference, M) > ``apart`` x ``tol`` (2: then
+      no output lies within ``tol`` of both) and > ``apart_from_student`` x dist(actual, M) (10:
+      the student is ten times closer to M than M is to the right answer, so a bfloat16 output
+      5e-3 from a mistake 0.27 away is that mistake, and one 0.03 from a mistake 0.05 away is not).
 
     ``where``: bool, broadcastable to ``actual``: the cells compared (None = all).
     ``finite_only``: skip the student's NaN and inf cells (a NaN elsewhere is another diagnosis).

@@ -17,6 +17,8 @@ MASK_MESSAGES: dict[str, Msg] = {
     "mask-combination": tr("Keep masks combine with AND: a key is visible only if it is real and not in the future."),
     "padding-broadcast": tr("Padding hides keys (columns): a (B, Lk) padding mask broadcasts as (B, 1, 1, Lk). "
                             "True marks real tokens; with side='left' they are the last positions."),
+    "padding-mask": tr("Your mask has the real tokens at the wrong end of each row: with side='left' they are the "
+                       "last `length` positions, with side='right' the first."),
     "inverted": tr("Your mask uses the opposite convention: here True means 'may attend' (or 'real token')."),
 }
 
@@ -86,7 +88,8 @@ def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: st
     if torch.equal(got, ~exp):
         return Verdict.fail("mask-convention", MASK_MESSAGES["inverted"], ev)
     for alt_concept, alt in (alternatives or {}).items():
-        alt_mask, alt_message = alt if isinstance(alt, tuple) else (alt, "")
+        # a bare mask: said in its concept's words (the case's own message when it is the case's concept)
+        alt_mask, alt_message = alt if isinstance(alt, tuple) else (alt, message if alt_concept == concept else "")
         if alt_mask.shape == got.shape and torch.equal(got, alt_mask.cpu()):
             return Verdict.fail(alt_concept, alt_message, ev)
     return Verdict.fail(concept, message, ev)

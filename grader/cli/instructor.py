@@ -33,13 +33,16 @@ from grader.i18n import LANGUAGES
 @click.option("--cluster", metavar="ADDRESS|local:N", default=None,
               help="Grade on a Dask cluster: a scheduler address (tcp://host:8786) or local:N worker processes. "
                    "Needs the cluster extra; see docs/cluster.md.")
+@click.option("--folders-are-submissions", is_flag=True, help="Each folder in SUBMISSIONS is ONE student's submission.")
+@click.option("--newest", is_flag=True, help="Of several files with one LMS student id, grade only the newest.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
 @lang_option
 @dashboard_lang_option
 @operator_errors
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
-          verbose: bool, lang: str | None, dashboard_lang: str | None) -> None:
+          folders_are_submissions: bool, newest: bool, verbose: bool, lang: str | None,
+          dashboard_lang: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -47,9 +50,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     gives lastname_firstname_12345). Each result is saved as soon as it is graded;
     a re-run grades only new or changed submissions (--force grades all again), so an
     interrupted run resumes where it stopped. Every run's scores go into the gradebook.
-    A folder holding the assignment's main module (e.g. attention.py) is one student's
-    submission; a folder holding expected.toml (the bundled samples) grades the samples
-    it declares for the assignment.
+    A folder is a folder of submissions whatever its files are called (--folders-are-submissions:
+    one student's); two files of one LMS id are both graded, under ids of their own, with a warning.
 
     \b
     Examples:
@@ -88,7 +90,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         cfg = BatchConfig(assignment=a, paths=list(submissions), out_dir=out_dir or Path("reports") / a.id,
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
                           device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster,
-                          lang=lang, dashboard_lang=dashboard_lang)
+                          lang=lang, dashboard_lang=dashboard_lang,
+                          folders_are_submissions=folders_are_submissions, newest=newest)
         progress = Progress(verbose=verbose)
         try:
             result = run_batch(cfg, progress.on_event)
@@ -139,6 +142,8 @@ class Progress:
         elif e.kind == "stopping":
             self._clear()
             click.echo("Stopping after the submissions in progress (Ctrl-C again to stop now)...", err=True)
+        elif e.kind == "warning":
+            click.echo(f"Warning: {_shown(e.message, 4000)}", err=True)
         elif e.kind == "error":
             self._clear()
             click.echo(f"[{e.done}/{e.total}] {_shown(e.student_id)}: NOT GRADED ({_shown(e.message, 2000)})", err=True)

@@ -29,6 +29,8 @@ def _readable_submission(path: Path) -> Path:
     if not path.exists():
         hint = " (did you mean the .ipynb?)" if path.with_suffix(".ipynb").exists() else ""
         raise GraderError(f"submission {path} does not exist{hint}")
+    if path.is_symlink():
+        return path  # not opened here: the loader decides (grader ci refuses links the pull request made)
     try:
         if path.is_dir():
             os.listdir(path)
@@ -67,7 +69,7 @@ def _exit_now(code: int) -> None:
               default=Path("grader-report"), show_default=True, help="Folder for the HTML report.")
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
               help="Where the reference and your code run.")
-@click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, and tracebacks for errors.")
+@click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, your code's tracebacks for errors, and up to 40 lines of what it printed (5 without -v).")
 @lang_option
 @operator_errors
 def check(submission: Path, assignment: str | None, out_dir: Path, device: str, verbose: bool,
@@ -144,6 +146,16 @@ def ci_lines(g: Graded, *, min_score: float, file: str | None) -> tuple[list[str
     return failure_annotations(r, file=file) + fenced(listing), passed
 
 
+def _checkout_root(path: Path) -> Path:
+    """The folder a pull request controls: the git checkout holding `path` (found without following
+    links), else the workspace. Below it, ``grader ci`` follows no symbolic link."""
+    here = Path(os.path.abspath(path))
+    for root in here.parents:
+        if (root / ".git").exists():
+            return root
+    return Path(os.path.abspath(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()))
+
+
 def _repo_path(path: Path) -> str:
     """The submission's path inside its git checkout (what GitHub matches annotations against)."""
     p = path.resolve()
@@ -201,7 +213,8 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
     if kit_info(folder) is not None:
         raise GraderError(f"{folder} is a student kit (public cases only); grader ci needs the full "
                           "assignment from an instructor-controlled source")
-    g = grade_one(folder, submission, public_only=False, device=device, lang=lang)
+    g = grade_one(folder, submission, public_only=False, device=device, lang=lang,
+                  link_root=_checkout_root(submission))
     from grader.report import markdown_summary, write_junit
 
     lines, passed = ci_lines(g, min_score=min_score, file=_repo_path(submission))

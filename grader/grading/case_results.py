@@ -27,12 +27,16 @@ from grader.submission.load import LoadedSubmission, unit_title
 
 def case_result(a: Assignment, inst: CaseInstance, outcome: Outcome, v: Verdict,
                 duration: float = 0.0) -> CaseResult:
-    """One case's result; AssignmentSpecError when a failing verdict names a concept the
-    assignment does not declare (the case's author must fix it)."""
+    """One case's result. A failing verdict naming a concept the assignment does not declare (a
+    shared check's "device-placement" for a meta tensor, in an assignment without it) fails with
+    the case's own concept: what the student's value made a check say never stops their grading.
+    AssignmentSpecError only where the case's own concept is undeclared too."""
     passed = outcome is Outcome.PASSED
     if not passed and v.concept is not None and v.concept not in a.concepts:
-        raise AssignmentSpecError(vocab.unknown(v.concept, a.concepts,
-                                                f"{inst.case.where()}: case {inst.id!r} failed with"))
+        if inst.case.concept not in a.concepts:
+            raise AssignmentSpecError(vocab.unknown(v.concept, a.concepts,
+                                                    f"{inst.case.where()}: case {inst.id!r} failed with"))
+        v = dataclasses.replace(v, concept=inst.case.concept)
     concept = None if passed or v.placeholder else (v.concept or inst.case.concept)
     message = v.text
     if concept is not None and not str(message).strip():  # a check that named only a concept: its rule

@@ -35,12 +35,13 @@ from grader.grading.reference_run import NotInReference, ReferenceWorker
 from grader.grading.request_plan import CallPlan, NotifyingCalls
 from grader.grading.setups import author_error, compute_setup, on_device, reply_cap
 from grader.grading.student_outcomes import (CaseOutcome, died, given_up, missing_entry_points, not_run_after_failures,
-                                            not_run_past_deadline, raised, uses_of, worker_failed)
+                                             not_run_past_deadline, raised, unreadable_value, uses_of, worker_failed)
 from grader.i18n import Msg, choose
 from grader.results import CaseResult, Environment, GradeReport, LoadInfo, Outcome, SubmissionInfo
 from grader.sandbox import (Limits, OffPlan, SandboxError, StudentError, WireError, WorkerCrashed,
                             WorkerTimeout)
-from grader.submission.load import LoadedSubmission, load_submission
+from grader.submission.intake import Intake
+from grader.submission.load import LoadedSubmission
 
 
 def limits_for(assignment: Assignment) -> Limits:
@@ -75,6 +76,8 @@ class Engine:
         self.setups: dict[str, Setup] = dict(setups or {})
         """Case instance id -> its setup, computed once (`setup`), shared by engines of one batch."""
         self._environment: Environment | None = None
+        self.intake = Intake()
+        """Reads the submissions `grade_path` is given, behind the boundary (its process starts on first use)."""
         self.plan = CallPlan()
         """The requests each case makes, learned from the trusted reference (see learn_calls)."""
         self._reference_runs: dict[str, bool] = {}
@@ -149,7 +152,7 @@ class Engine:
     # --- one submission ---------------------------------------------------------------------
 
     def grade_path(self, path: Path, *, student_id: str | None = None) -> GradeReport:
-        sub = load_submission(path, main_module=self.assignment.main_module, cell_tag=self.assignment.cell_tag)
+        sub = self.intake.load(path, main_module=self.assignment.main_module, cell_tag=self.assignment.cell_tag)
         return self.grade(sub, student_id=student_id)
 
     def start_worker(self, sub: LoadedSubmission):
@@ -302,7 +305,9 @@ class Engine:
             return worker_failed(e)
         except (SandboxError, OffPlan, GraderError):
             raise
-        except Exception as e:  # the case's check itself failed: the author's mistake
+        except Exception as e:  # the check raised: on the student's values, or on any (the author's mistake)
+            if self.reference_runs(inst):
+                return unreadable_value(e)
             raise author_error(self.assignment, inst, e, "check") from e
 
     def reference_runs(self, inst: CaseInstance) -> bool:

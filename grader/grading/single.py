@@ -72,7 +72,8 @@ class Graded:
 
 def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
               close_in_background: bool = False, only: list[str] | None = None,
-              early: EarlySandbox | None = None, lang: str | None = None) -> Graded:
+              early: EarlySandbox | None = None, lang: str | None = None,
+              link_root: Path | None = None) -> Graded:
     """Grade one submission against the assignment in ``folder``, the sandbox started first.
 
     ``only``: run just these case instance ids (the pytest plugin's selection).
@@ -82,17 +83,20 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
     ``lang``: the feedback's language (``--lang``; default the assignment's, else the locale).
     ``close_in_background``: shut the sandbox down on a thread (the zygote takes a while to exit)
     while the caller prints and writes reports; call ``Graded.finish()`` before exiting.
+    ``link_root``: refuse a submission that is, or lies under, a symbolic link below this folder
+    (``grader ci``: the pull request's checkout).
     """
     if early is None and known_device(device):
         early = start_early(folder, device)
+    from grader.submission.intake import Intake
+
+    intake = Intake().start()  # the submission is read in its own bounded process, started now
     graded: Graded | None = None
     try:
         with quiet_gc():
             from grader.assignment.spec import load_assignment
             from grader.grading.engine import limits_for
             from grader.assignment.kit import kit_info
-            from grader.submission.load import load_submission
-
             a = load_assignment(folder)
         if early is None:
             from grader.device import resolve_device
@@ -103,7 +107,8 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
         starters = starter_fingerprints(folder)
         choice = choose_main(submission, a.main_module, starters) if submission.is_dir() else Choice(None)
         path = submission.resolve() if submission.is_dir() else submission  # `grader check .` names the folder
-        sub = load_submission(path, main_module=choice.main or a.main_module, cell_tag=a.cell_tag)
+        sub = intake.load(path, main_module=choice.main or a.main_module, cell_tag=a.cell_tag, link_root=link_root)
+        intake.close()
         # Inputs and reference results, while the sandbox may still be starting.
         setups = reference_setups(a, device, public_only=public_only, only=only)
         sandbox = early.get()
@@ -124,6 +129,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
         graded = Graded(report=report, assignment=a, isolation=sandbox.isolation, hidden_cases=n_hidden,
                         hidden_points=p_hidden, note=choice.text or untouched_note(submission, starters))
     finally:
+        intake.close()
         if early is not None:
             if graded is not None and close_in_background:
                 closing = threading.Thread(target=early.close, name="grader-sandbox-close")

@@ -53,13 +53,19 @@ def raised(a: Assignment, inst: CaseInstance, e: StudentError, sub: LoadedSubmis
                 else tr("Your code raised {exc}.", exc=e.exc_type))
         return CaseOutcome(Outcome.ERROR, Verdict.fail(concept, said, Evidence(traceback=e.traceback)))
     rule = tr(a.concepts[concept].title)  # a catalog msgid: spec.toml's titles are extracted
-    if e.message.strip():
+    if device_case and concept == inst.case.concept \
+            and concept_of_exception(e.exc_type, e.message, "", inst.case.on_error) != concept:
+        # Nothing in the error points to a tensor on the wrong device (a meta tensor's values were
+        # read, say): the device rule would be a cause the evidence does not show.
+        said = tr("Your code raised {exc}: {detail}.", exc=e.exc_type, detail=short(e.message)) \
+            if e.message.strip() else tr("Your code raised {exc}.", exc=e.exc_type)
+    elif e.message.strip():
         said = tr("Your code raised {exc}: {detail}. {rule}.", exc=e.exc_type, detail=short(e.message), rule=rule)
     else:
         said = tr("Your code raised {exc}. {rule}.", exc=e.exc_type, rule=rule)
     if device_case:
         said += tr(" The reference makes the same calls on these inputs without an error (meta tensors have "
-                   "no values: steps such as .item() or `if mask.any():` cannot run on them).")
+                   "no values: steps such as .item(), .tolist() or `if mask.any():` cannot run on them).")
     return CaseOutcome(Outcome.ERROR, Verdict.fail(concept, said, Evidence(traceback=e.traceback)))
 
 
@@ -98,6 +104,15 @@ def not_run_after_failures(entry_point: str, times: int) -> Verdict:
 def not_run_past_deadline(seconds: float) -> Verdict:
     return Verdict.fail("not-run", tr("Not run: the whole submission ran past its time limit ({seconds} s).",
                                       seconds=int(seconds) if float(seconds).is_integer() else seconds))
+
+
+def unreadable_value(e: Exception) -> CaseOutcome:
+    """The case's check raised `e` on what the student's code returned, where the trusted
+    reference's own results get through the same check: the student's case fails (a value of the
+    right shape on the meta device, say, or a tensor whose values cannot be compared)."""
+    return CaseOutcome(Outcome.ERROR, Verdict.fail("signature", tr(
+        "What your code returned could not be checked ({exc}: {detail}). Return plain tensors of the "
+        "expected shape and dtype, on the inputs' device.", exc=type(e).__name__, detail=short(str(e), 200))))
 
 
 def died(done: CaseOutcome, worker: GradingWorker) -> bool:

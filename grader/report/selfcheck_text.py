@@ -57,8 +57,9 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
         "self-check of {file} (public cases only)", file=one_line(r.submission.filename, 200)))]
     if g.note:
         lines.append(one_line(translate(g.note, lang) if isinstance(g.note, str) else say(g.note), 300))
-    lines += load_lines(r, lang)
+    lines += load_lines(r, lang, verbose=verbose)
     lines += case_lines(r, lang, verbose=verbose)
+    lines += printed_lines(r, lang, verbose=verbose)
     passed = sum(c.outcome is Outcome.PASSED for c in r.cases)
     lines.append(lead_sentence(r.score.possible, g.hidden_cases, g.hidden_points, lang))
     args = dict(passed=passed, total=len(r.cases), earned=fmt_points(r.score.earned),
@@ -73,8 +74,9 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
         lines.append(say(tr("Sandbox isolation: {isolation}", isolation=g.isolation)))
     return lines
 
-def load_lines(r: GradeReport, lang: str) -> list[str]:
-    """Why the submission did not load, and each code cell that raised while it loaded."""
+def load_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]:
+    """Why the submission did not load, and each code cell that raised while it loaded (with its
+    traceback when `verbose`)."""
     from grader.report.text import one_line
     from grader.report.view import load_message
 
@@ -85,6 +87,8 @@ def load_lines(r: GradeReport, lang: str) -> list[str]:
     for e in r.load.cell_errors:
         lines.append(tr("Error while loading ({where}): {error}", where=one_line(e.where_i18n().render(lang), 100),
                         error=one_line(e.error, 300)).render(lang))
+        if verbose and e.traceback:
+            lines += traceback_lines(e.traceback)
     return lines
 
 
@@ -108,11 +112,46 @@ def case_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]
             lines.append(f"  {ok} {title} [{c.id}]")
             continue
         concept = c.concept or (say(tr("not implemented yet")) if c.not_implemented else c.outcome.value)
-        lines.append(f"  {bad} {title} [{c.id}] {dash} {concept}")
+        label = concept
+        if c.concept and lang != DEFAULT:  # the concept's title in the student's language, its id beside it
+            label = say(tr("{title} ({id})", title=concept_title(vocab, concept, lang), id=concept))
+        lines.append(f"  {bad} {title} [{c.id}] {dash} {label}")
         lines.append(f"      {one_line(case_message(c, lang), 240 if not verbose else 2000)}")
         if verbose and c.concept:
-            lines.append("      " + say(tr("({title})", title=concept_title(vocab, concept, lang))))
+            if lang == DEFAULT:  # elsewhere the title is on the case's line already
+                lines.append("      " + say(tr("({title})", title=concept_title(vocab, concept, lang))))
             lines += ["      " + say(tr("{label}: {value}", label=f.label, value=one_line(f.value, 300)))
                       for f in evidence_facts(c.evidence, lang)]
             lines += ["      " + one_line(n, 300) for n in case_notes(c.evidence, lang)]
+        if verbose and c.evidence.traceback:
+            lines += traceback_lines(c.evidence.traceback)
     return lines
+
+
+PRINTED_LINES = 5
+"""Lines of the student's own output a self-check shows (without -v; the report has it all)."""
+
+
+def printed_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]:
+    """What the submission printed while it loaded and ran the public cases: the first lines
+    (every line, up to 40, with `verbose`), each cleaned of control characters and bounded."""
+    from grader.report.text import one_line
+
+    printed = [line for line in (r.load.stdout + "\n" + r.load.stderr).splitlines() if line.strip()]
+    if not printed:
+        return []
+    limit = 40 if verbose else PRINTED_LINES
+    lines = [tr("Your code printed (while loading and on the public cases):").render(lang)]
+    lines += ["    | " + one_line(line, 200) for line in printed[:limit]]
+    if len(printed) > limit:
+        lines.append("    " + ntr("… {n} more line, in the report.", "… {n} more lines, in the report.",
+                                   len(printed) - limit).render(lang))
+    return lines
+
+
+def traceback_lines(traceback: str, limit: int = 30) -> list[str]:
+    """A student's traceback under its case (-v), indented, the last `limit` lines."""
+    from grader.report.text import one_line
+
+    kept = [line for line in traceback.splitlines() if line.strip()][-limit:]
+    return ["        " + one_line(line, 300) for line in kept]

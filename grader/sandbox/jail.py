@@ -15,9 +15,11 @@ Features (each either fully applied or not claimed):
 
 With namespaces, the worker's scratch dir is a tmpfs of its own, limited in bytes and files (its
 pages count against the worker's memory cgroup), /tmp and the other world-writable folders are
-empty tmpfs, and the grader's own files (its package, the reference, the assignments, the checkout)
-are covered by empty mounts. With Landlock, they are also left out of the read allowlist, entry by
-entry where they sit inside an allowed folder (site-packages).
+empty tmpfs, /dev is a private one holding only the planned device nodes (no terminals: the host's
+devpts is shared by every process of a uid), and the grader's own files (its package, the
+reference, the assignments, the checkout) are covered by empty mounts. With Landlock, they are also
+left out of the read allowlist, entry by entry where they sit inside an allowed folder
+(site-packages), and of /dev only the planned device nodes may be opened.
 
 ``python -m grader.sandbox.jail`` prints the probe as JSON (run by the grader, which never forks
 itself).
@@ -34,9 +36,10 @@ import sys
 from typing import Any
 
 try:
-    from grader.sandbox import seccomp
-except ImportError:  # run as a script by the probe (python -I jail.py): the module beside this one
+    from grader.sandbox import landlock, seccomp
+except ImportError:  # run as a script by the probe (python -I jail.py): the modules beside this one
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import landlock  # type: ignore[no-redef,import-not-found]
     import seccomp  # type: ignore[no-redef]
 
 NOBODY = 65534
@@ -61,10 +64,6 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_REMOUNT = 32
 MNT_DETACH = 2
-
-SYS_landlock_create_ruleset = 444
-SYS_landlock_add_rule = 445
-SYS_landlock_restrict_self = 446
 
 _libc = None
 
@@ -109,7 +108,7 @@ def probe() -> dict[str, Any]:
     if not info["namespaces"] and not info["root"]:
         info["userns"] = _try_in_child(lambda: unshare(NS_FLAGS | CLONE_NEWUSER))
         info["namespaces"] = info["userns"]
-    info["landlock"] = landlock_abi()
+    info["landlock"] = landlock.abi()
     info["seccomp"] = _try_in_child(_seccomp_works)
     return info
 
@@ -137,14 +136,6 @@ def _try_in_child(fn) -> bool:
             os._exit(1)
     _, status = os.waitpid(pid, 0)
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-
-
-def landlock_abi() -> int:
-    try:
-        ret = libc().syscall(SYS_landlock_create_ruleset, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    except Exception:
-        return 0
-    return max(int(ret), 0)
 
 
 # --- applied in the worker's supervisor ("A") and the worker itself ("B") ---------------------
@@ -223,7 +214,7 @@ def enter_worker(cfg: dict) -> list[str]:
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         prctl(PR_SET_PDEATHSIG, 9)
     if "landlock" in feats:
-        landlock_restrict(cfg["read_paths"], [scratch], cfg.get("landlock_abi", 1))
+        landlock.restrict(cfg["read_paths"], [scratch], cfg.get("landlock_abi", 1), cfg.get("devices", []))
         applied.append("landlock")
     if "cgroup" in feats:
         applied.append("cgroup")
@@ -270,6 +261,7 @@ def _private_mounts(cfg: dict) -> None:
       interpreter (``hide``, e.g. /root) and the grader's own folders (``cover``); every path the
       worker must read (``read_paths``: the interpreter, sys.path, libraries) that lay below one of them is
       bound back in place, so a virtualenv under /tmp or /root still imports;
+    - a /dev of its own (``private_dev``: the planned device nodes and an empty /dev/shm);
     - the scratch dir: a tmpfs of its own (``scratch_bytes``, ``scratch_inodes``) holding a copy of
       the files the grader put there;
     - a private /proc (this PID namespace only).
@@ -277,7 +269,8 @@ def _private_mounts(cfg: dict) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     scratch = cfg["scratch"]
     keep = sorted(cfg.get("read_paths", []))
-    writable = {d for d in WORLD_WRITABLE if os.path.isdir(d)} | set(cfg.get("hide", []))
+    private_dev(cfg.get("devices", []))
+    writable = {d for d in WORLD_WRITABLE if os.path.isdir(d) and not below(d, "/dev")} | set(cfg.get("hide", []))
     covered = set(cfg.get("cover", []))
     src = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -296,6 +289,36 @@ def _private_mounts(cfg: dict) -> None:
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     except OSError:
         pass
+
+
+DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+             "stderr": "/proc/self/fd/2"}
+
+
+def private_dev(devices: list[str]) -> None:
+    """A fresh tmpfs over /dev holding only `devices` (each bound from the host's node: no mknod,
+    which a user namespace may not do), the usual /dev/fd and /dev/std* links and an empty, world-
+    writable /dev/shm. No ptmx and no devpts: the host's are shared by every process of the uid,
+    and a worker needs no terminal. The nodes are held by fds first: the tmpfs covers them."""
+    held = []
+    for d in devices:
+        try:
+            held.append((os.open(d, os.O_PATH | os.O_CLOEXEC), d))
+        except OSError:
+            pass
+    try:
+        mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m,nr_inodes=256")
+        for fd, d in held:
+            os.makedirs(os.path.dirname(d), exist_ok=True)
+            open(d, "a").close()
+            mount(f"/proc/self/fd/{fd}", d, None, MS_BIND)
+    finally:
+        for fd, _ in held:
+            os.close(fd)
+    for name, target in DEV_LINKS.items():
+        os.symlink(target, f"/dev/{name}")
+    os.mkdir("/dev/shm")
+    os.chmod("/dev/shm", 0o1777)
 
 
 def _mask(folder: str, keep: list[str], *, read_only: bool) -> None:
@@ -342,53 +365,6 @@ def _copy_tree(src_fd: int, dest: str) -> None:
             with os.fdopen(fd, "rb") as f, open(os.path.join(dest, entry.name), "wb") as out:
                 while chunk := f.read(1 << 20):
                     out.write(chunk)
-
-
-# --- Landlock ---------------------------------------------------------------------------------
-
-class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
-
-
-class _PathBeneath(ctypes.Structure):
-    _pack_ = 1
-    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-
-def landlock_restrict(read_paths: list[str], write_paths: list[str], abi: int) -> None:
-    """Deny file access outside the lists (and TCP, and signals out of the domain, when supported)."""
-    fs_all = (1 << 13) - 1
-    if abi >= 2:
-        fs_all |= 1 << 13  # REFER
-    if abi >= 3:
-        fs_all |= 1 << 14  # TRUNCATE
-    if abi >= 5:
-        fs_all |= 1 << 15  # IOCTL_DEV
-    read = (1 << 0) | (1 << 2) | (1 << 3)  # EXECUTE, READ_FILE, READ_DIR
-    dev = read | (1 << 1) | (fs_all & (1 << 15))  # + WRITE_FILE, IOCTL_DEV
-    attr = _RulesetAttr(fs_all, 0b11 if abi >= 4 else 0, 0b11 if abi >= 6 else 0)
-    size = 24 if abi >= 6 else (16 if abi >= 4 else 8)
-    lc = libc()
-    rfd = _check(lc.syscall(SYS_landlock_create_ruleset, ctypes.byref(attr), ctypes.c_size_t(size),
-                            ctypes.c_uint32(0)), "landlock_create_ruleset")
-    try:
-        rules = [(p, read) for p in read_paths] + [("/dev", dev)] + [(p, fs_all) for p in write_paths]
-        for path, access in rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                if not os.path.isdir(path):
-                    access &= (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)
-                rule = _PathBeneath(access & fs_all, fd)
-                _check(lc.syscall(SYS_landlock_add_rule, rfd, ctypes.c_int(1), ctypes.byref(rule),
-                                  ctypes.c_uint32(0)), f"landlock_add_rule {path}")
-            finally:
-                os.close(fd)
-        _check(lc.syscall(SYS_landlock_restrict_self, rfd, ctypes.c_uint32(0)), "landlock_restrict_self")
-    finally:
-        os.close(rfd)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 What a worker may read: the interpreter, its libraries and system files (``read_allowlist``,
 ``library_path``); never the grader's own files: its package, the reference, the assignments and
 the checkout it runs from (``grader_paths``). ``worker_paths`` gives both lists; the worker
-applies them to itself (``grader.sandbox.jail``: mounts and Landlock). Reads this process's state
+applies them to itself (``grader.sandbox.jail``: mounts and Landlock). Of /dev, a worker gets only
+the device nodes ``worker_devices`` names. Reads this process's state
 (sys.path, mapped libraries); changes nothing.
 """
 
@@ -14,6 +15,19 @@ import sys
 from collections.abc import Callable
 
 from grader.sandbox.jail import NOBODY, below
+
+
+BASIC_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+"""The device nodes every worker gets: no terminal (the host's /dev/ptmx and /dev/pts are shared
+by every process of a uid, a channel between two workers alive at once), no other device."""
+
+
+def worker_devices(extra: tuple[str, ...] = ()) -> list[str]:
+    """The device nodes a worker may open, the only entries of its /dev: the basic ones and
+    `extra` (an accelerator's nodes), those that exist here. The worker bind-mounts each into a
+    private /dev of its own and allows only them under Landlock."""
+    wanted = dict.fromkeys((*BASIC_DEVICES, *extra))
+    return [d for d in wanted if d.startswith("/dev/") and os.path.exists(d)]
 
 
 def hidden_ancestors(paths: list[str]) -> list[str]:

@@ -34,6 +34,8 @@ class IsolationPlan:
     """What the worker may read (empty at the "process" level: nothing is hidden from it)."""
     cover: tuple[str, ...] = ()
     """The grader's own files, covered by empty mounts in the worker."""
+    devices: tuple[str, ...] = ()
+    """The device nodes of the worker's own /dev, and the only ones Landlock lets it open."""
     landlock_abi: int = 0
     userns: bool = False
     """The namespaces need a user namespace (the grader is not root)."""
@@ -85,7 +87,8 @@ def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, s
     else:
         feats.add("rss")
     return IsolationPlan(features=frozenset(feats), cgroup_bases=bases, hide=tuple(hide),
-                         read_paths=tuple(read_paths), cover=tuple(cover), landlock_abi=abi, userns=userns)
+                         read_paths=tuple(read_paths), cover=tuple(cover), devices=tuple(paths.worker_devices()),
+                         landlock_abi=abi, userns=userns)
 
 
 def worker_sys_path(readable: tuple[str, ...]) -> list[str]:
@@ -106,6 +109,7 @@ def worker_config(plan: IsolationPlan, lim: Limits, *, scratch: str, main: str, 
     return {
         "features": sorted(plan.features - {"rss"}), "scratch": scratch, "main": main,
         "hide": list(plan.hide), "read_paths": list(plan.read_paths), "cover": list(plan.cover),
+        "devices": list(plan.devices),
         "scratch_bytes": lim.scratch_bytes, "scratch_inodes": lim.scratch_files,
         "landlock_abi": plan.landlock_abi, "userns": plan.userns, "cgroups": cgroups,
         "cpu_seconds": int(2 * lim.submission_timeout_s) + 1, "max_file_bytes": lim.max_file_bytes,

@@ -9,7 +9,17 @@ Default: allow. Denied with EPERM, whatever the arguments:
 - new namespaces and joining others (``unshare``, ``setns``, ``clone`` with a namespace flag;
   ``clone3``, whose flags the filter cannot read, answers ENOSYS so that libc falls back to ``clone``);
 - mounts, ``ptrace`` and reading or writing other processes' memory, ``bpf``, ``perf_event_open``,
-  ``userfaultfd``, ``io_uring``, kernel modules and ``kexec``, clocks, swap, reboot, and the like.
+  ``userfaultfd``, ``io_uring``, kernel modules and ``kexec``, clocks, swap, reboot, and the like;
+- the page cache's oracles and evictions: ``mincore`` and ``cachestat`` (which pages of a file are
+  cached), ``fadvise64`` (DONTNEED drops them) and ``readahead``, and Linux AIO (``io_setup``,
+  ``io_submit``: a control block's RWF_NOWAIT, which the filter cannot read, fails a read that
+  would wait for the disk). Any file every worker may read is shared by all of them, and by
+  later runs: one page cached or not is one bit left for another student's code.
+
+Denied with EPERM for some arguments only: ``preadv2`` and ``pwritev2`` with RWF_NOWAIT in their
+flags (argument 5 on x86-64 and aarch64 alike, after the offset's two halves: a read with it fails
+at once where the page is not cached), and ``madvise`` with MADV_PAGEOUT or MADV_COLD (which push a
+mapped file's pages out of the cache).
 
 System calls of another architecture (the 32-bit ABI on x86-64) kill the process: libseccomp's
 default for a filter that names only the native one.
@@ -25,6 +35,7 @@ import ctypes.util
 import errno
 
 ACT_ALLOW = 0x7FFF0000
+CMP_EQ = 4
 CMP_MASKED_EQ = 7
 
 
@@ -51,7 +62,17 @@ DENIED = (
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
     "swapon", "swapoff", "acct", "syslog", "quotactl", "quotactl_fd", "sethostname", "setdomainname",
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "vhangup", "nfsservctl",
+    # the page cache: residency oracles and evictions (Linux AIO reads take RWF_NOWAIT in memory)
+    "mincore", "cachestat", "fadvise64", "readahead", "io_setup", "io_submit",
 )
+
+RWF_NOWAIT = 0x00000008
+RW_FLAGS_ARG = 5
+"""preadv2/pwritev2(fd, iov, iovcnt, pos_l, pos_h, flags): the flags' argument index, the same on
+every 64-bit ABI (pos_h is passed, as 0, where an offset fits one register)."""
+MADV_COLD, MADV_PAGEOUT = 20, 21
+NEWER_THAN_LIBSECCOMP = {"cachestat": 451}
+"""System calls an older libseccomp cannot name, by number (one table for every architecture)."""
 
 NAMESPACE_FLAGS = (
     0x00000080,  # CLONE_NEWTIME
@@ -133,6 +154,8 @@ def build() -> Filter:
     def rule(action: int, name: str, *cmps: _ArgCmp) -> None:
         nr = lib.seccomp_syscall_resolve_name(name.encode())
         if nr < 0:
+            nr = NEWER_THAN_LIBSECCOMP.get(name, -1)
+        if nr < 0:
             return  # not a system call on this architecture
         arr = (_ArgCmp * len(cmps))(*cmps) if cmps else None
         ret = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), arr)
@@ -145,6 +168,10 @@ def build() -> Filter:
         for flag in NAMESPACE_FLAGS:
             rule(ACT_ERRNO(errno.EPERM), "clone", _ArgCmp(0, CMP_MASKED_EQ, flag, flag))
         rule(ACT_ERRNO(errno.ENOSYS), "clone3")
+        for name in ("preadv2", "pwritev2"):
+            rule(ACT_ERRNO(errno.EPERM), name, _ArgCmp(RW_FLAGS_ARG, CMP_MASKED_EQ, RWF_NOWAIT, RWF_NOWAIT))
+        for advice in (MADV_COLD, MADV_PAGEOUT):
+            rule(ACT_ERRNO(errno.EPERM), "madvise", _ArgCmp(2, CMP_EQ, advice, 0))
     except BaseException:
         lib.seccomp_release(ctx)
         raise

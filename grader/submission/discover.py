@@ -1,22 +1,19 @@
 """Finding the submissions of a batch: files and folders on the command line -> one `Found` per student.
 
-A folder argument is a folder of submissions: each `.py`, `.ipynb` or `.zip` file and each
-sub-folder in it is one student's submission. Two exceptions keep the common layouts working:
+The operator decides the layout, never a name a student chose: a folder argument is a folder of
+submissions, in which each `.py`, `.ipynb` or `.zip` file and each sub-folder is one student's
+submission, whatever the files are called (a student's ``attention.py`` or ``expected.toml``
+changes nothing). With ``folders_are_submissions`` each folder argument is ONE student's folder
+submission instead. Sample trees (``expected.toml``) are read by ``grader validate``, never here.
 
-* a folder that itself holds the assignment's main module (``submission.py``) is ONE student's
-  folder submission;
-* a folder holding ``expected.toml`` is the bundled sample tree: the samples it declares for the
-  assignment are graded.
-
-Hidden entries, ``__pycache__``, other file types and the grader's own output folders are skipped.
-Nothing here reads a submission's content.
+Hidden entries, ``__pycache__``, other file types, symbolic links and the grader's own output
+folders are skipped. Nothing here reads a submission's content.
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.errors import GraderError, NoSubmissions
@@ -44,26 +41,32 @@ class Discovery:
     """Sorted by id; ids are unique."""
     skipped: list[Path]
     """Entries of the given folders that are not submissions (other file types, output folders)."""
+    warnings: list[str] = field(default_factory=list)
+    """For the operator: submissions that gave one student id, and what was done about them."""
 
 
-def discover(paths: list[Path], *, assignment_id: str, main_module: str = "submission.py",
-             exclude: Path | None = None) -> Discovery:
+def discover(paths: list[Path], *, exclude: Path | None = None, folders_are_submissions: bool = False,
+             newest: bool = False) -> Discovery:
     """The submissions named by `paths` (files or folders).
 
     Args:
         exclude: a folder never to look into (the batch's own output folder).
+        folders_are_submissions: each folder in `paths` is one student's submission, not a folder
+            of submissions.
+        newest: of several submissions giving one LMS student id, grade only the newest (by
+            modification time); otherwise each is graded under an id of its own.
 
     Raises:
         NoSubmissions: nothing to grade was found.
-        GraderError: a path is missing or unreadable, or two submissions give the same student id.
+        GraderError: a path is missing or unreadable.
     """
     found: list[Path] = []
     skipped: list[Path] = []
     for p in paths:
         if not p.exists():
             raise GraderError(f"{p} does not exist")
-        if p.is_dir() and not (p / main_module).is_file():
-            _collect_folder(p, assignment_id, exclude, found, skipped)
+        if p.is_dir() and not folders_are_submissions:
+            _collect_folder(p, exclude, found, skipped)
         elif p.is_dir() or p.name.lower().endswith(SUBMISSION_SUFFIXES):
             found.append(p)
         else:
@@ -73,14 +76,11 @@ def discover(paths: list[Path], *, assignment_id: str, main_module: str = "submi
         extra = f" (skipped {len(skipped)} other entries: {_names(skipped)})" if skipped else ""
         raise NoSubmissions(f"no submissions found in {where}{extra}; expected .py, .ipynb or .zip files "
                             "or one sub-folder per student")
-    return Discovery(_unique_ids(found), skipped)
+    warnings: list[str] = []
+    return Discovery(_unique_ids(found, newest, warnings), skipped, warnings)
 
 
-def _collect_folder(folder: Path, assignment_id: str, exclude: Path | None,
-                    found: list[Path], skipped: list[Path]) -> None:
-    if (folder / "expected.toml").is_file():
-        found.extend(_declared_samples(folder, assignment_id))
-        return
+def _collect_folder(folder: Path, exclude: Path | None, found: list[Path], skipped: list[Path]) -> None:
     try:
         entries = sorted(folder.iterdir())
     except OSError as e:
@@ -114,21 +114,14 @@ def _same(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
 
 
-def _declared_samples(folder: Path, assignment_id: str) -> list[Path]:
-    """The sample submissions expected.toml declares for `assignment_id`."""
-    try:
-        declared = tomllib.loads((folder / "expected.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise GraderError(f"{folder / 'expected.toml'}: {e}") from e
-    return [folder / rel for rel, entry in sorted(declared.items())
-            if isinstance(entry, dict) and entry.get("assignment") == assignment_id and (folder / rel).exists()]
+def _unique_ids(paths: list[Path], newest: bool, warnings: list[str]) -> list[Found]:
+    """One id per submission, unique also without case (`student_id`); never an error.
 
-
-def _unique_ids(paths: list[Path]) -> list[Found]:
-    """One id per submission, unique also without case (`student_id`). Two different names that
-    still meet (a name spelled like another's hashed id) both get a hash of their exact name; the
-    same student twice (one file name given twice, or two files with the same LMS student number)
-    is an error naming both."""
+    Names that meet (``Alice.py`` and ``alice.py``, a name spelled like another's hashed id) get a
+    hash of their exact name. The same student twice (two files with one LMS student number, or
+    one file name in two folders) is graded under one id per file (the id and a hash of the file's
+    name, or of its path when the names are equal), or with `newest` only the newest file; either
+    way `warnings` names them all."""
     groups: dict[str, list[tuple[str, bool, Path]]] = {}
     for p in paths:
         sid, lms = id_and_lms(p)
@@ -136,20 +129,43 @@ def _unique_ids(paths: list[Path]) -> list[Found]:
         if not any(_same(q, p) for _, _, q in group):
             group.append((sid, lms, p))
     out: dict[str, Path] = {}
-    taken: dict[str, Path] = {}  # casefolded id -> its submission
+    taken: set[str] = set()  # casefolded ids given
     for members in groups.values():
         if len(members) > 1:
-            (sid0, lms0, p0), (_, _, p1) = members[0], members[1]
-            if lms0 or p0.name == p1.name:
-                raise GraderError(f"{_shown(p0)} and {_shown(p1)} both give student id {sid0!r}; "
-                                  "remove the older one or rename one of them")
-            members = [(f"{sid}-{name_hash(p.name)}", lms, p) for sid, lms, p in members]
+            members = _one_student_twice(members, newest, warnings)
         for sid, _, p in members:
-            if sid.casefold() in taken:
-                raise GraderError(f"{_shown(taken[sid.casefold()])} and {_shown(p)} both give student id {sid!r}; "
-                                  "rename one of them")
-            out[sid] = taken[sid.casefold()] = p
+            if sid.casefold() in taken:  # a name spelled like another's hashed id: hash its path too
+                sid = f"{sid}-{name_hash(str(p))}"
+            out[sid] = p
+            taken.add(sid.casefold())
     return [Found(sid, out[sid]) for sid in sorted(out)]
+
+
+def _one_student_twice(members: list[tuple[str, bool, Path]], newest: bool,
+                       warnings: list[str]) -> list[tuple[str, bool, Path]]:
+    sid0, lms0, _ = members[0]
+    names = [p.name for _, _, p in members]
+    same_student = lms0 or len(set(names)) < len(names)
+    if not same_student:  # different names that meet without case: each keeps a hash of its name
+        return [(f"{sid}-{name_hash(p.name)}", lms, p) for sid, lms, p in members]
+    shown = ", ".join(_shown(p) for _, _, p in members)
+    if newest:
+        keep = max(members, key=lambda m: (_mtime(m[2]), str(m[2])))
+        warnings.append(f"{shown} all give student id {sid0!r}; grading only the newest, {_shown(keep[2])} "
+                        "(--newest)")
+        return [keep]
+    unique = len(set(names)) == len(names)
+    renamed = [(f"{sid}-{name_hash(p.name if unique else str(p))}", lms, p) for sid, lms, p in members]
+    warnings.append(f"{shown} all give student id {sid0!r}; each is graded under an id of its own ("
+                    + ", ".join(sid for sid, _, _ in renamed) + "); --newest grades only the newest")
+    return renamed
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _shown(p: Path) -> str:

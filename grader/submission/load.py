@@ -7,6 +7,7 @@ what was wrong.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -14,9 +15,12 @@ import stat
 import warnings
 import zipfile
 from dataclasses import dataclass, field
+from typing import Callable
 
 from grader.i18n import Msg, tr
 from grader.submission.ids import student_id
+from grader.submission.magics import neutralise_magics
+from grader.submission.selfcheck_cells import neutralise_self_checks
 
 MAX_FILE_BYTES = 20 << 20
 """Largest single file read (a notebook full of stored outputs is refused, not parsed)."""
@@ -25,9 +29,6 @@ MAX_TOTAL_BYTES = 50 << 20
 MAX_MEMBERS = 1000
 DEFAULT_MAIN = "submission.py"
 
-# Cell magics whose body is Python: keep the body, drop the magic line.
-_PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
-_ASSIGN_MAGIC = re.compile(r"^(\s*)([A-Za-z_][\w.,\s]*?)\s*=\s*[!%]")
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,14 @@ def unit_title(unit: CodeUnit, width: int = 60) -> Msg | str:
     (translatable), the file name for a module."""
     if unit.cell is None:
         return unit.label
-    first = next((line.strip() for line in unit.source.splitlines() if line.strip()), "")
+    found = _FIRST_CODE.search(unit.source)  # not splitlines(): a cell may hold a million lines
+    first = found.group().strip() if found else ""
     if len(first) > width:
         first = first[: width - 1] + "…"
     return tr("code cell {n} ({code})", n=unit.cell, code=first) if first else tr("code cell {n}", n=unit.cell)
+
+
+_FIRST_CODE = re.compile(r"\S[^\r\n]*")
 
 
 @dataclass(frozen=True)
@@ -76,40 +81,67 @@ class _Refused(Exception):
     """Student input that cannot be loaded; the message is for the student."""
 
 
-def load_submission(path: str | os.PathLike, *, main_module: str | None = None,
-                    cell_tag: str | None = None) -> LoadedSubmission:
-    """Read a submission without running it. Never raises for bad student input.
+def load_submission(path: str | os.PathLike, *, main_module: str | None = None, cell_tag: str | None = None,
+                    link_root: str | os.PathLike | None = None,
+                    on_digest: Callable[[str], None] = lambda digest: None) -> LoadedSubmission:
+    """Read a submission without running it, in this process. Never raises for bad student input.
+
+    This is what `grader.submission.intake` runs in a child process with a deadline and a memory
+    budget; call that, not this, on files a student sent.
 
     Args:
         main_module: for folders and zips, the file to run (default ``submission.py``; a lone
             ``.py``/``.ipynb`` is used when that name is absent).
         cell_tag: for notebooks, run only the code cells carrying this tag.
+        link_root: refuse a submission that is, or lies under, a symbolic link below this folder
+            (``grader ci``: a link committed in the pull request would read a file of the runner).
+        on_digest: called with ``sha256`` as soon as it is known, before anything is parsed.
     """
     path = os.fspath(path)
     kind = _kind(path)
     sid = student_id(path)
     digest = ""
     try:
+        if link_root is not None:
+            _refuse_links(path, os.fspath(link_root))
         if kind == "folder":
             files = read_folder(path)
             digest = _tree_digest(files)
-            units, extra = _from_tree(files, main_module, cell_tag)
-        elif kind == "zip":
-            raw = _read_capped(path)
-            digest = hashlib.sha256(raw).hexdigest()
-            files = _read_zip(path)
+            on_digest(digest)
             units, extra = _from_tree(files, main_module, cell_tag)
         else:
             raw = _read_capped(path)
             digest = hashlib.sha256(raw).hexdigest()
-            name = os.path.basename(path)
-            units = _notebook_units(raw, name, cell_tag) if kind == "ipynb" else _py_units(raw, name)
-            extra = {}
+            on_digest(digest)
+            if kind == "zip":
+                units, extra = _from_tree(_read_zip(raw, os.path.basename(path)), main_module, cell_tag)
+            else:
+                name = os.path.basename(path)
+                units = _notebook_units(raw, name, cell_tag) if kind == "ipynb" else _py_units(raw, name)
+                extra = {}
     except _Refused as e:
         reason = e.args[0] if e.args else ""
         return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, error=str(reason),
                                 error_i18n=reason if isinstance(reason, Msg) else None)
+    except MemoryError:
+        raise  # the intake's child reports it as the memory budget
+    except Exception as e:  # a reader's bug on input nobody foresaw: this student's error, not the batch's
+        reason = tr("{name} could not be read ({kind}: {error})", name=os.path.basename(path),
+                    kind=type(e).__name__, error=str(e)[:200])
+        return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, error=str(reason), error_i18n=reason)
     return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, units=tuple(units), files=extra)
+
+
+def _refuse_links(path: str, root: str) -> None:
+    """The submission and every folder above it up to `root` must be no symbolic link."""
+    here, top = os.path.abspath(path), os.path.abspath(root)
+    while True:
+        if os.path.islink(here):
+            raise _Refused(tr("{name} is a symbolic link; commit the file itself", name=os.path.basename(here)))
+        parent = os.path.dirname(here)
+        if here == top or parent == here or os.path.commonpath([parent, top]) != top:
+            return
+        here = parent
 
 
 def _kind(path: str) -> str:
@@ -177,17 +209,12 @@ def _notebook_units(raw: bytes, name: str, cell_tag: str | None) -> list[CodeUni
     except Exception as e:  # nbformat raises many types for malformed notebooks
         raise _Refused(tr("{name} is not a valid notebook ({kind}: {error})", name=name, kind=type(e).__name__, error=str(e)[:200])) from None
     units = []
-    code_cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
-    for number, cell in enumerate(code_cells, start=1):
-        if cell_tag is not None and cell_tag not in (cell.get("metadata", {}).get("tags") or []):
+    for number, cell in enumerate(_code_cells(nb, name), start=1):
+        if cell_tag is not None and cell_tag not in _cell_tags(cell, number, name):
             continue
-        source = cell.get("source", "")
-        if isinstance(source, list):
-            source = "".join(source)
-        units.append(CodeUnit(label=f"code cell {number}", cell=number, source=neutralise_magics(source)))
+        units.append(CodeUnit(label=f"code cell {number}", cell=number,
+                              source=neutralise_magics(_cell_source(cell, number, name))))
     if units:
-        from grader.submission.selfcheck_cells import neutralise_self_checks
-
         sources = neutralise_self_checks([u.source for u in units])
         units = [CodeUnit(label=u.label, cell=u.cell, source=src) for u, src in zip(units, sources)]
     if not units:
@@ -198,28 +225,45 @@ def _notebook_units(raw: bytes, name: str, cell_tag: str | None) -> list[CodeUni
     return units
 
 
-def neutralise_magics(source: str) -> str:
-    """IPython magics and shell escapes -> `pass` (same line count), so nothing of them runs."""
-    lines = source.split("\n")
-    first = lines[0].lstrip() if lines else ""
-    if first.startswith("%%"):
-        magic = first[2:].split(None, 1)[0] if first[2:].strip() else ""
-        indent = "pass  # cell magic %%" + magic + " not run"
-        if magic in _PYTHON_CELL_MAGICS:
-            return "\n".join([indent] + lines[1:])
-        return "\n".join([indent] + ["# " + line for line in lines[1:]])
-    out = []
-    for line in lines:
-        stripped = line.lstrip()
-        indent = line[: len(line) - len(stripped)]
-        if stripped.startswith(("%", "!")):
-            out.append(f"{indent}pass  # magic not run")
-        elif _ASSIGN_MAGIC.match(line):
-            m = _ASSIGN_MAGIC.match(line)
-            out.append(f"{m.group(1)}{m.group(2)} = None  # magic not run")
-        else:
-            out.append(line)
-    return "\n".join(out)
+# nbformat only logs what its schema refuses; what the loader uses is type-checked here, so a
+# notebook edited by hand (a source that is a number, tags that are a string) is that student's
+# load error, never an exception in the grader.
+
+def _code_cells(nb: object, name: str) -> list[dict]:
+    cells = nb.get("cells", []) if isinstance(nb, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise _Refused(tr("{name} is not a valid notebook (its cells are not a list of cells); open and save it "
+                          "in Jupyter", name=name))
+    return [c for c in cells if c.get("cell_type") == "code"]
+
+
+def _cell_source(cell: dict, number: int, name: str) -> str:
+    source = cell.get("source", "")
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
+        return "".join(source)
+    if isinstance(source, str):
+        return source
+    raise _Refused(tr("{name} is not a valid notebook: the source of code cell {n} is a JSON {kind}, not text; "
+                      "open and save it in Jupyter", name=name, n=number, kind=_json_kind(source)))
+
+
+def _cell_tags(cell: dict, number: int, name: str) -> list[str]:
+    metadata = cell.get("metadata", {})
+    tags = metadata.get("tags") if isinstance(metadata, dict) else None
+    if not isinstance(metadata, dict) or not (tags is None or isinstance(tags, list)
+                                              and all(isinstance(t, str) for t in tags)):
+        raise _Refused(tr("{name} is not a valid notebook: the metadata or tags of code cell {n} are not what "
+                          "Jupyter writes; open and save it in Jupyter", name=name, n=number))
+    return tags or []
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    for kind, name in ((bool, "boolean"), (int, "number"), (float, "number"), (dict, "object"), (list, "list")):
+        if isinstance(value, kind):
+            return name
+    return "value"
 
 
 # --- folders and zips -------------------------------------------------------------------------
@@ -258,11 +302,13 @@ def _check_link(full: str, real_root: str, root: str) -> None:
         raise _Refused(tr("{rel} is a symbolic link pointing outside the submission; submit the file itself", rel=rel))
 
 
-def _read_zip(path: str) -> dict[str, bytes]:
-    name = os.path.basename(path)
+def _read_zip(raw: bytes, name: str) -> dict[str, bytes]:
     try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
+        zf = zipfile.ZipFile(io.BytesIO(raw))
+    except UnicodeDecodeError:  # a member name flagged as UTF-8 that is not
+        raise _Refused(tr("{name} holds a file name marked as UTF-8 that is not UTF-8; zip the files again with "
+                          "another tool", name=name)) from None
+    except Exception as e:  # BadZipFile, OSError, and whatever else a crafted central directory raises
         raise _Refused(tr("{name} is not a valid zip file ({error})", name=name, error=e)) from None
     files: dict[str, bytes] = {}
     with zf:

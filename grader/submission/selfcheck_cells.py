@@ -18,6 +18,7 @@ into ``pass``. A cell that does not parse is left alone (the worker reports its 
 from __future__ import annotations
 
 import ast
+import re
 
 _MODULE_NAMES = {"notebook"}
 """Names taken as ``grader.notebook`` even without a visible import (the import may be in a cell
@@ -38,7 +39,7 @@ class _Names:
         self.function: set[str] = set()
 
     def learn(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
+        for node in _statements(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.name == "grader.notebook" and a.asname:
@@ -65,17 +66,54 @@ class _Names:
                 and v.value.id in self.package)
 
 
+def _statements(tree: ast.AST):
+    """Every statement of `tree`, at any depth, without walking into expressions (an import is
+    always a statement; a cell of 16,000 calls has ten times more expression nodes)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(child for child in ast.iter_child_nodes(node)
+                    if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)))
+
+
 def _parse(source: str) -> ast.Module | None:
+    """None for code that does not parse. MemoryError is not caught: out of the intake's memory
+    budget, the submission is refused as too large rather than run with its self-checks left in."""
     try:
         return ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError, RecursionError):
         return None
 
 
-def _offset(lines: list[str], lineno: int, col: int) -> int:
-    """Character offset in the joined source of (1-based line, UTF-8 byte column)."""
-    before = sum(len(line) + 1 for line in lines[: lineno - 1])
-    return before + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""A line break as Python's tokenizer counts them (what ``ast`` line numbers count): ``\\r\\n``,
+an old-Mac ``\\r`` or ``\\n``; never form feeds or Unicode separators, which `str.splitlines` takes."""
+
+
+def line_starts(source: str) -> list[int]:
+    """Character offset where each line begins (index 0 is line 1)."""
+    return [0] + [m.end() for m in LINE_BREAK.finditer(source)]
+
+
+def _char_offsets(source: str, starts: list[int], points: list[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """Character offset in `source` of each (1-based line, UTF-8 byte column) in `points`.
+
+    One pass over the points in order, each line encoded once and walked forward from the last
+    point on it, so many points on one long line cost that line's length, not points x length."""
+    if source.isascii():  # a byte column is a character column
+        return {(lineno, col): starts[lineno - 1] + col for lineno, col in points}
+    out: dict[tuple[int, int], int] = {}
+    line, encoded, byte_at, char_at = 0, b"", 0, 0
+    for lineno, col in sorted(set(points)):
+        if lineno != line:
+            begin = starts[lineno - 1]
+            end = starts[lineno] if lineno < len(starts) else len(source)
+            line, encoded, byte_at, char_at = lineno, source[begin:end].encode("utf-8", "surrogatepass"), 0, begin
+        char_at += len(encoded[byte_at:col].decode("utf-8", "surrogatepass"))
+        byte_at = col
+        out[(lineno, col)] = char_at
+    return out
 
 
 def _bound_names(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -111,31 +149,50 @@ def _edits(tree: ast.Module, names: _Names) -> list[tuple[ast.AST, str]]:
 
 
 def _apply(source: str, edits: list[tuple[ast.AST, str]]) -> str:
-    lines = source.split("\n")
-    spans = []
-    for node, text in edits:
-        start = _offset(lines, node.lineno, node.col_offset)
-        end = _offset(lines, node.end_lineno, node.end_col_offset)
-        spans.append((start, end, text))
-    for start, end, text in sorted(spans, reverse=True):
-        breaks = source[start:end].count("\n")
+    """`source` with each edit's node replaced by its text, keeping the node's line breaks.
+
+    Linear in the source and the edits: line offsets found once, the pieces joined once."""
+    starts = line_starts(source)
+    points = [(n.lineno, n.col_offset) for n, _ in edits] + [(n.end_lineno, n.end_col_offset) for n, _ in edits]
+    at = _char_offsets(source, starts, points)
+    spans = sorted((at[(n.lineno, n.col_offset)], at[(n.end_lineno, n.end_col_offset)], text) for n, text in edits)
+    pieces, done = [], 0
+    for start, end, text in spans:
+        if start < done:
+            continue  # inside an edit already made (edits are outermost nodes, so never in practice)
+        breaks = len(LINE_BREAK.findall(source, start, end))
         if breaks and text == "(None)":
             text = "(None" + "\n" * breaks + ")"
         elif breaks:
             text = text + "\n" * breaks  # a parenthesised import over several lines
-        source = source[:start] + text + source[end:]
-    return source
+        pieces += [source[done:start], text]
+        done = end
+    pieces.append(source[done:])
+    return "".join(pieces)
 
 
 def neutralise_self_checks(sources: list[str]) -> list[str]:
-    """The cells' code with grader imports and self-check calls made no-ops (same line count)."""
-    trees = [_parse(s) for s in sources]
+    """The cells' code with grader imports and self-check calls made no-ops (same line count).
+
+    Only a cell whose text could hold one is parsed: a grader import names ``grader``, a call names
+    ``check`` or a name imported from ``grader.notebook``. A notebook of student code alone is
+    never parsed here (parsing megabytes of tiny statements costs hundreds of bytes each)."""
+    trees: dict[int, ast.Module | None] = {i: _parse(s) for i, s in enumerate(sources) if "grader" in s}
     names = _Names()
-    for tree in trees:
+    for tree in trees.values():
         if tree is not None:
             names.learn(tree)
+    words = ("check", *sorted(names.function))
+    for i, source in enumerate(sources):
+        if i not in trees and (len(words) > _MAX_WORDS or any(w in source for w in words)):
+            trees[i] = _parse(source)
     out = []
-    for source, tree in zip(sources, trees):
+    for i, source in enumerate(sources):
+        tree = trees.get(i)
         edits = _edits(tree, names) if tree is not None else []
         out.append(_apply(source, edits) if edits else source)
     return out
+
+
+_MAX_WORDS = 20
+"""More names bound to the self-check than this: every cell is parsed rather than searched once per name."""

@@ -126,6 +126,23 @@ def test_the_py_and_the_notebook_of_one_kit_keep_a_report_each(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["attention.html", "attention.ipynb.html"]
 
 
+def test_the_terminal_shows_what_the_code_printed_and_with_v_the_traceback(tmp_path):
+    src = CORRECT.read_text(encoding="utf-8").replace(
+        "def masked_attention(", "print('debug: loaded')\nprint('\\x1b[2Jcleared?')\n"
+        "def _boom():\n    raise ValueError('scores look odd')\n\n\ndef _unused(", 1)
+    src += "\n\ndef masked_attention(q, k, v, mask=None):\n    _boom()\n"
+    sub = tmp_path / "noisy.py"
+    sub.write_text(src, encoding="utf-8")
+    plain = run(str(sub), "-a", "masked-attention", "-o", str(tmp_path / "a"))
+    lines = plain.output.splitlines()
+    i = lines.index("Your code printed (while loading and on the public cases):")
+    assert lines[i + 1:i + 3] == ["    | debug: loaded", "    | cleared?"]  # no escape sequence reaches the terminal
+    assert "\x1b" not in plain.output and "Traceback" not in plain.output
+    verbose = run(str(sub), "-a", "masked-attention", "-o", str(tmp_path / "b"), "-v")
+    assert "Traceback" in verbose.output
+    assert "        ValueError: scores look odd" in verbose.output.splitlines()
+
+
 def test_output_folder_not_writable(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -51,7 +51,7 @@ def test_check_in_chinese_is_chinese_but_for_code(tmp_path):
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0] == "masked-attention v1.0 — 自检 zero_fill.py（仅公开用例）"
-    assert "  ✗ 带因果掩码的 masked_attention [attention_causal_small] — mask-fill-value" in lines
+    assert "  ✗ 带因果掩码的 masked_attention [attention_causal_small] — 被屏蔽的分数在 softmax 之前必须是 -inf（或 finfo(dtype).min）（mask-fill-value）" in lines
     assert any(line.strip().startswith("被屏蔽的位置分到了注意力权重") for line in lines)
     assert any(line.strip().startswith("落在不可见位置上的权重：查询 0 → 键 1") for line in lines)
     assert any(line.startswith("通过了 15 个公开用例中的 9 个（8/13 分）") for line in lines)

@@ -1,4 +1,4 @@
-"""The jail against the holes an independent review found (issue "Integrity I"), on every level
+"""The jail against every known way out of it, on every level
 this machine offers: the strongest (zygote, direct workers), the supervised fallback (a fresh
 ``python -m grader.sandbox.supervisor``) and the "process" level.
 

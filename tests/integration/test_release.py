@@ -118,6 +118,25 @@ def test_no_hidden_case_id_title_source_or_seed_in_the_kit(kit):
     assert [i.id for i in kit_a.instances()] == PUBLIC and kit_a.seed != full.seed
 
 
+def test_the_kit_seed_reveals_nothing_of_the_assignment_seed(kit):
+    """The kit's seed once was a hash of a string holding the assignment's six-digit seed: trying
+    every seed below a million found it in a second. Now it is drawn at random: no small seed
+    hashes to it in any of the ways a release could have derived it, and the assignment's seed
+    is nowhere in the kit's spec."""
+    import hashlib
+
+    text = (kit / "assignments/masked-attention/spec.toml").read_text("utf-8")
+    shipped = tomllib.loads(text)["seed"]
+    assert shipped != FULL.seed and str(FULL.seed) not in text
+    derivations = [lambda s: f"student-kit:{FULL.id}:{FULL.version}:{s}", lambda s: f"{s}",
+                   lambda s: f"{FULL.id}:{s}"]
+    for n in (6, 8):
+        for derive in derivations:
+            found = [s for s in range(1_000_000) if int.from_bytes(
+                hashlib.sha256(derive(s).encode()).digest()[:n], "little") in (shipped, shipped >> 1)]
+            assert found == []
+
+
 def test_the_kit_carries_only_the_public_part_of_the_assignments_translations(kit):
     from babel.messages.pofile import read_po
 
@@ -156,7 +175,7 @@ def test_a_kit_released_in_chinese_speaks_chinese(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "grader", "check", "attention.py"], cwd=out, capture_output=True,
                           text=True, env={**_env(), "LANG": "C.UTF-8"}, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "  ✗ 带因果掩码的 masked_attention [attention_causal_small] — mask-fill-value" in proc.stdout.splitlines()
+    assert "  ✗ 带因果掩码的 masked_attention [attention_causal_small] — 被屏蔽的分数在 softmax 之前必须是 -inf（或 finfo(dtype).min）（mask-fill-value）" in proc.stdout.splitlines()
     junit = tmp_path / "junit.xml"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"],
                           cwd=out, capture_output=True, text=True, env={**_env(), "LANG": "C.UTF-8"}, timeout=180)
@@ -165,6 +184,9 @@ def test_a_kit_released_in_chinese_speaks_chinese(tmp_path):
                    if tc.get("name") == "attention_causal_small")
     assert "概念：mask-fill-value（被屏蔽的分数在 softmax 之前必须是 -inf" in failure.text
     assert "被屏蔽的位置分到了注意力权重" in failure.text
+    assert failure.text.startswith("带因果掩码的 masked_attention [attention_causal_small]：未通过"), failure.text
+    assert "attention_causal_small: 带因果掩码的 masked_attention" in proc.stdout  # the failure's heading
+    assert ": failed" not in proc.stdout
 
 
 def test_every_assignment_releases_without_a_leak(tmp_path):
@@ -194,8 +216,8 @@ def test_release_refuses_a_grader_wheel_that_carries_the_mistake_models(tmp_path
 
     build = slim.build_wheel
 
-    def with_models(out_dir: Path) -> Path:
-        path = build(out_dir)
+    def with_models(out_dir: Path, **kwargs) -> Path:
+        path = build(out_dir, **kwargs)
         with zipfile.ZipFile(path, "a") as z:
             z.writestr("grader/checks/mha.py", inspect.getsource(mistakes))
         return path

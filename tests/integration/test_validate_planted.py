@@ -164,3 +164,25 @@ def test_list_shows_good_assignments_and_one_line_per_broken_one(tmp_path, monke
     assert any(line.startswith("mha-kv-cache ") for line in lines)
     assert [line for line in lines if "BROKEN" in line] == [
         f"tiny                 BROKEN  {folder / 'cases_public.py'}: RuntimeError: half-written"]
+
+
+def test_a_check_that_raises_on_a_students_value_fails_that_students_case(tmp_path):
+    """A check reading values without looking first (torch.equal on a meta tensor raises) is the
+    student's failed case, with what raised, where the reference's own results get through the
+    same check: the batch goes on and the case is not blamed on the assignment."""
+    raw = ('return Verdict.ok() if torch.equal(student.causal_mask(4), s.expected) '
+           'else Verdict.fail("causal-diagonal", "m")')
+    folder, _ = tiny(tmp_path, extra_import="import torch\nfrom grader.cases import Verdict", check_body=raw)
+    meta = tmp_path / "meta_values.py"
+    meta.write_text("import torch\n\ndef causal_mask(q_len, k_len=None, device=None):\n"
+                    "    return torch.ones(q_len, k_len or q_len, dtype=torch.bool, device='meta').tril()\n")
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["grade", str(meta), "-a", str(folder), "-o", str(out), "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert "1 graded" in r.output and "fix the case" not in r.output
+    import json
+
+    result = json.loads((out / "results" / "meta_values.json").read_text("utf-8"))
+    square = next(c for c in result["cases"] if c["id"] == "square_probe")
+    assert (square["outcome"], square["concept"]) == ("error", "signature")
+    assert square["message"].startswith("What your code returned could not be checked (NotImplementedError: ")

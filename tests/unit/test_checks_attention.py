@@ -102,3 +102,24 @@ def test_an_inverted_mask_is_a_convention_mistake_whatever_the_case_tests():
     want = reference.padding_mask([3, 1], 4)
     v = check_mask(~want, want, what="padding_mask", concept="padding-broadcast", message="generic")
     assert v.concept == "mask-convention"
+
+
+def test_a_row_sum_is_short_of_one_only_beyond_the_dtypes_rounding():
+    """A bfloat16 softmax by hand sums to 0.996: rounding (4 eps = 0.031), not weights zeroed after the softmax."""
+    from grader.checks.attention import rows_short_of_one
+
+    sums = torch.tensor([0.996, 0.9, 0.0, 1.0])
+    assert rows_short_of_one(sums, torch.bfloat16).tolist() == [False, True, False, False]
+    assert rows_short_of_one(sums, torch.float32).tolist() == [True, True, False, False]
+    assert rows_short_of_one(torch.tensor([0.9985]), torch.float16).tolist() == [False]  # 4 eps = 0.0039
+
+
+def test_a_bare_tensor_is_not_the_pair_and_says_so_before_anything_else():
+    from grader.checks.attention import check_pair
+
+    q = torch.zeros(1, 2, 3, 4)
+    a = AttentionCase(q, q, q, None, Expected(q.double(), None, q.dtype), Expected(torch.zeros(1, 2, 3, 3, dtype=torch.float64),
+                                                                            None, q.dtype))
+    v = check_pair(q, a, concept="dropout")
+    assert v.concept == "signature" and "must return a tuple (out, weights); it returned Tensor" in str(v.message)
+    assert check_pair((q, torch.zeros(1, 2, 3, 3)), a, concept="dropout") is None

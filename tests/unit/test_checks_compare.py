@@ -67,3 +67,17 @@ def test_half_precision_uses_the_flash_rule_when_a_naive_result_exists():
     actual = torch.tensor([0.15, 0.0], dtype=torch.float16)  # worse than fp16's fixed tolerance, within 2x naive
     assert compare(actual, exp).ok
     assert not compare(actual, Expected(exp.oracle, None, torch.float16)).ok  # fixed rule without naive
+
+
+def test_farthest_of_keeps_per_element_the_result_farthest_from_the_oracle():
+    from grader.checks.compare import farthest_of
+
+    oracle = torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64)
+    a = torch.tensor([0.1, 1.0, 2.5], dtype=torch.float16)
+    b = torch.tensor([-0.2, 1.25, 2.0], dtype=torch.float16)
+    worst = farthest_of(oracle, [a, b])
+    assert torch.equal(worst, torch.tensor([-0.2, 1.25, 2.5], dtype=torch.float16))
+    for sel in ([True, False, False], [False, True, True]):  # over any selection: the larger own error
+        m = torch.tensor(sel)
+        err = lambda t: float((t.double() - oracle)[m].abs().max())  # noqa: E731
+        assert err(worst) == max(err(a), err(b))

@@ -110,3 +110,16 @@ def test_the_type_name_from_the_worker_is_taken_only_when_it_is_a_dotted_name():
     assert valid_type_name("torch.Tensor") == "torch.Tensor" and valid_type_name("int") == "int"
     for forged in ("\x1b[31mred", "a b", "x" * 200, None, 3, "", "<lambda>"):
         assert valid_type_name(forged) == ""
+
+
+def test_a_unit_too_long_to_parse_in_the_grader_gives_no_rebinding_hint():
+    from grader.checks.diagnose import MAX_ANALYSED_CHARS
+
+    body = "x = 1\n" * (MAX_ANALYSED_CHARS // 6 + 1)
+    assert find_rebinding([cell(1, body + "f = 1\n")], "f") is None
+    assert find_rebinding([cell(1, "x = 1\n" * 100 + "f = 1\n")], "f") == Rebinding("code cell 1", 101, "f = 1")
+
+
+def test_the_rebinding_line_is_counted_as_python_counts_lines():
+    units = [cell(1, "def f():\r    pass\rx = 1;\x0cf = 2\r\nprint(f)")]
+    assert find_rebinding(units, "f") == Rebinding("code cell 1", 3, "x = 1;\x0cf = 2")

@@ -45,10 +45,20 @@ def test_only_and_shapes_limit_what_is_tried():
     assert matching_mistake(ZERO_FILL, REF, near, tol=1e-3, only=("b", "a")) == "b"
 
 
-def test_the_distance_from_the_reference_can_scale_with_how_close_the_student_is():
-    """mha-kv-cache's rule: a bfloat16 output 5e-3 from a mistake is that mistake only if the
-    mistake is 10x farther from the reference."""
+def test_the_distance_from_the_reference_scales_with_how_close_the_student_is():
+    """A bfloat16 output 5e-3 from a mistake is that mistake only if the mistake is 10x farther
+    from the reference."""
     close = {"m": REF + 0.04}
     got = REF + 0.04 + 5e-3
-    assert matching_mistake(got, REF, close, tol=3e-2, apart=1.0) == "m"
-    assert matching_mistake(got, REF, close, tol=3e-2, apart=1.0, apart_from_student=10.0) is None
+    assert matching_mistake(got, REF, close, tol=3e-2, apart=1.0, apart_from_student=1.0) == "m"
+    assert matching_mistake(got, REF, close, tol=3e-2, apart=1.0) is None
+
+
+def test_a_mistake_a_quarter_away_is_named_at_half_precision_tolerance():
+    """Scores divided by d instead of sqrt(d) give weights 0.27 from the reference at d = 16; a
+    bfloat16 output sits ~5e-3 from that model. The half-precision tolerance 3e-2 must not hide it."""
+    wrong = {"scaling/d": REF + 0.27}
+    got = REF + 0.27 + 5e-3
+    assert matching_mistake(got, REF, wrong, tol=3e-2) == "scaling/d"
+    assert matching_mistake(got, REF, wrong, tol=3e-2, apart=10.0) is None  # the old rule hid it
+    assert matching_mistake(REF + 0.03, REF, {"m": REF + 0.05}, tol=3e-2) is None  # 0.05 away: too close to call

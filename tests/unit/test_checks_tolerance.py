@@ -92,17 +92,17 @@ def test_the_quick_path_and_the_full_path_give_one_verdict(pair, loose):
     assert quick.max_abs_error == full.max_abs_error
 
 
-def test_flash_rule_allows_factor_times_the_naive_error_plus_the_absolute_term():
-    oracle = torch.zeros(4, dtype=torch.float64)
-    naive = torch.tensor([0.0, 0.01, 0.0, 0.0], dtype=torch.float16)  # naive error 0.01 (in fp16)
-    allowed = 2 * float(naive[1]) + 1e-5
-    within = torch.tensor([0.0, 0.0, 0.015, 0.0], dtype=torch.float16)
+def test_flash_rule_allows_factor_times_the_naive_error_plus_one_rounding_step_plus_the_absolute_term():
+    oracle = torch.tensor([0.0, 0.0, 0.0, 0.5], dtype=torch.float64)
+    naive = torch.tensor([0.0, 0.01, 0.0, 0.5], dtype=torch.float16)  # naive error 0.01 (in fp16)
+    allowed = 2 * float(naive[1]) + torch.finfo(torch.float16).eps * 0.5 + 1e-5
+    within = torch.tensor([0.0, 0.0, 0.015, 0.5], dtype=torch.float16)
     assert float(within[2]) <= allowed
     c = compare_flash(within, oracle, naive)
     assert c.ok and c.allowed_error == pytest.approx(allowed)
-    beyond = torch.tensor([0.0, 0.0, 0.0, 0.03], dtype=torch.float16)
+    beyond = torch.tensor([0.0, 0.0, 0.03, 0.5], dtype=torch.float16)
     c = compare_flash(beyond, oracle, naive)
-    assert not c.ok and c.first_bad_index == (3,) and "2 x naive error" in c.reason
+    assert not c.ok and c.first_bad_index == (2,) and "2 x naive error + 0.000488 rounding + 1e-05" in c.reason  # eps(fp16) x 0.5
 
 
 def test_flash_rule_wants_the_naive_dtype():

@@ -291,3 +291,50 @@ def test_a_folder_holding_a_file_name_that_is_not_utf8_loads(tmp_path):
     shutil.copytree(folder, other)
     os.rename(os.path.join(os.fsencode(other), b"r\xe9sum\xe9.txt"), os.path.join(os.fsencode(other), b"r\xe8sum\xe9.txt"))
     assert load_submission(other, main_module="main.py").sha256 != sub.sha256
+
+
+def test_a_magic_line_of_one_identifier_and_300000_blanks_is_left_as_code():
+    line = "x" + " " * 300_000
+    assert neutralise_magics(line + "\nfiles = !ls\n  a, b = %who_ls") == line + "\nfiles = None  # magic not run\n" \
+        "  a, b = None  # magic not run"
+    assert neutralise_magics("x == !y\nx != %y") == "x == !y\nx != %y"
+
+
+def test_magics_after_old_mac_line_breaks_keep_the_rest_of_the_cell():
+    assert neutralise_magics("%matplotlib inline\rimport torch\r\n!pip install x\ry = 1") == \
+        "pass  # magic not run\rimport torch\r\npass  # magic not run\ry = 1"
+    assert neutralise_magics("%%bash\rls\rpwd") == "pass  # cell magic %%bash not run\r# ls\r# pwd"
+
+
+@pytest.mark.parametrize("source, kind", [(42, "number"), (None, "null"), (True, "boolean"), ({"a": 1}, "object"),
+                                          ([1, 2], None)])
+def test_a_cell_source_that_is_not_text_is_the_students_load_error(tmp_path, source, kind):
+    p = tmp_path / "nb.ipynb"
+    p.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x = 1"},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": source}]}))
+    sub = load_submission(p)
+    assert sub.error.startswith("nb.ipynb is not a valid notebook") and not sub.units
+    if kind is not None:  # a list of numbers: nbformat's own reader refuses it first
+        assert sub.error == (f"nb.ipynb is not a valid notebook: the source of code cell 2 is a JSON {kind}, not "
+                             "text; open and save it in Jupyter")
+
+
+@pytest.mark.parametrize("metadata", [[], "tags", {"tags": "graded"}, {"tags": [1]}])
+def test_cell_metadata_or_tags_of_the_wrong_type_are_the_students_load_error(tmp_path, metadata):
+    p = tmp_path / "nb.ipynb"
+    p.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "metadata": metadata, "outputs": [], "execution_count": None, "source": "x = 1"}]}))
+    sub = load_submission(p, cell_tag="graded")
+    assert sub.error.startswith("nb.ipynb is not a valid notebook") and not sub.units
+    if isinstance(metadata, dict):  # a list or a string: nbformat's own reader refuses it first
+        assert "the metadata or tags of code cell 1 are not what Jupyter writes" in sub.error
+
+
+def test_a_zip_member_name_flagged_utf8_that_is_not_is_the_students_load_error(tmp_path):
+    import hostile_inputs
+
+    sub = load_submission(hostile_inputs.bad_utf8_zip_name(tmp_path))
+    assert sub.error == "bad_name.zip holds a file name marked as UTF-8 that is not UTF-8; zip the files again " \
+                        "with another tool"
+    assert len(sub.sha256) == 64

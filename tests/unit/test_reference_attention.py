@@ -203,3 +203,75 @@ def test_matches_sdpa_on_cuda(dtype):
     else:
         result = compare_flash(sdpa, oracle, out)
         assert result.ok, result.reason
+
+
+# --- the half-precision rule accepts every correct way of writing attention in the input dtype -----
+
+
+def _guarded(w, mask):
+    return w if mask is None else torch.where(mask.any(-1, keepdim=True), w, torch.zeros((), dtype=w.dtype))
+
+
+def _by_hand_reciprocal(q, k, v, mask):
+    """q pre-scaled, finfo.min fill, exp of (scores - max), times the reciprocal of the sum."""
+    s = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
+    if mask is not None:
+        s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+    e = torch.exp(s - s.amax(-1, keepdim=True))
+    w = _guarded(e * (1.0 / e.sum(-1, keepdim=True)), mask)
+    return w @ v, w
+
+
+def _einsum(q, k, v, mask):
+    s = torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    w = _guarded(torch.softmax(s, -1), mask)
+    return torch.einsum("...qk,...kd->...qd", w, v), w
+
+
+def _upcast(q, k, v, mask):
+    out, w = masked_attention(q.float(), k.float(), v.float(), mask)
+    return out.to(q.dtype), w.to(q.dtype)
+
+
+def _sdpa(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
+
+
+@pytest.mark.slow  # full tier: 60 examples of six implementations in two dtypes
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    Lq=st.integers(1, 12),
+    extra_keys=st.integers(0, 6),
+    D=st.sampled_from([8, 16, 64]),
+    dtype=st.sampled_from([torch.float16, torch.bfloat16]),
+    layout=st.sampled_from(["none", "keys", "causal", "random_with_empty_rows"]),
+    q_scale=st.sampled_from([0.3, 1.0, 4.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_half_precision_rule_accepts_every_correct_same_dtype_implementation(Lq, extra_keys, D, dtype, layout,
+                                                                              q_scale, seed):
+    """torch.softmax, a softmax by hand (two ways), einsum, SDPA and a float32 upcast all pass the
+    rule built as the attention cases build it: the naive error of the worse of torch.softmax and a
+    softmax by hand, per element."""
+    from grader.checks.compare import farthest_of
+
+    from reference import masked_attention_by_hand
+
+    g = torch.Generator().manual_seed(seed)
+    B, H, Lk = 2, 2, Lq + extra_keys
+    q = (torch.randn(B, H, Lq, D, generator=g) * q_scale).to(dtype)
+    k, v = (torch.randn(B, H, Lk, D, generator=g).to(dtype) for _ in range(2))
+    mask = make_mask(layout, B, H, Lq, Lk, g)
+    rows = None if mask is None else torch.broadcast_to(mask, (B, H, Lq, Lk)).any(-1, keepdim=True)
+    o64, w64 = oracle_attention(q, k, v, mask)
+    (on, wn), (oh, wh) = masked_attention(q, k, v, mask), masked_attention_by_hand(q, k, v, mask)
+    naive_out, naive_w = farthest_of(o64, [on, oh]), farthest_of(w64, [wn, wh])
+    for impl in (masked_attention, masked_attention_by_hand, _by_hand_reciprocal, _einsum, _upcast, _sdpa):
+        out, w = impl(q, k, v, mask)
+        c = compare_flash(out, o64, naive_out, where=rows)
+        assert c.ok, (impl.__name__, "out", c.reason)
+        if w is not None:
+            c = compare_flash(w, w64, naive_w, where=rows)
+            assert c.ok, (impl.__name__, "weights", c.reason)

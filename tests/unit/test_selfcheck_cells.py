@@ -60,3 +60,39 @@ def test_load_submission_neutralises_checks_and_shell_lines(tmp_path):
     sub = load_submission(path)
     assert [u.source for u in sub.units] == ["notebook = None", "def f():\n    return 1",
                                             "(None)\npass  # magic not run"]
+
+
+def test_old_mac_and_windows_line_breaks_are_counted_as_the_tokenizer_counts_them():
+    for brk in ("\r", "\r\n"):
+        src = brk.join(["from grader import notebook", "x = 1", "notebook.check('f')", "y = 2", ""])
+        out = neutralise_self_checks([src])[0]
+        assert out == brk.join(["notebook = None", "x = 1", "(None)", "y = 2", ""])
+        multi = brk.join(["r = notebook.check(", "  'f')", "z = 1"])
+        assert neutralise_self_checks([multi])[0].splitlines() == ["r = (None", ")", "z = 1"]
+
+
+def test_a_form_feed_is_no_line_break():
+    src = "x = 1;\x0cnotebook.check('f')\nnotebook.check('g')"  # splitlines() sees three lines; Python two
+    assert neutralise_self_checks([src]) == ["x = 1;\x0c(None)\n(None)"]
+
+
+def test_many_calls_on_one_long_line_with_non_ascii_text():
+    src = "s = 'é'; " + "notebook.check('f'); " * 2000
+    out = neutralise_self_checks([src])[0]
+    assert out == "s = 'é'; " + "(None); " * 2000 and ast.parse(out)
+
+
+def test_thousands_of_calls_keep_every_line():
+    src = "from grader import notebook\n" + "notebook.check('causal_mask')\n" * 16_000
+    out = neutralise_self_checks([src])[0]
+    assert out == "notebook = None\n" + "(None)\n" * 16_000
+
+
+def test_a_cell_without_grader_or_check_is_never_parsed(monkeypatch):
+    from grader.submission import selfcheck_cells
+
+    parsed = []
+    monkeypatch.setattr(selfcheck_cells, "_parse", lambda s: parsed.append(s) or ast.parse(s))
+    cells = ["x = 1\n" * 1000, "from grader.notebook import check as ok", "ok()", "y = 2"]
+    assert neutralise_self_checks(cells) == [cells[0], "ok = None", "(None)", "y = 2"]
+    assert parsed == [cells[1], cells[2]]

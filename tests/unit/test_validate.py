@@ -55,3 +55,25 @@ def test_unknown_keys_in_expected_toml_are_refused(tmp_path):
     (tmp_path / "expected.toml").write_text('["x.py"]\nassignment = "a"\nconcept = ["typo"]\n')
     with pytest.raises(ValueError, match=r"unknown keys \['concept'\]"):
         read_expectations(tmp_path)
+
+
+@pytest.mark.parametrize("entry", ['["/etc/passwd"]', '["../outside.py"]', '["a/../../outside.py"]', '["linked/x.py"]'])
+def test_a_sample_path_outside_the_folder_is_refused(tmp_path, entry):
+    from grader.errors import GraderError
+
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "linked").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / "subs" / "expected.toml").write_text(f'{entry}\nassignment = "a"\n')
+    with pytest.raises(GraderError, match=r"a sample's path must be relative and inside"):
+        read_expectations(tmp_path / "subs")
+
+
+@pytest.mark.parametrize("text, says", [("[x.py\n", "expected.toml: "), ('"x.py" = 3\n', "expected a table"),
+                                        ('["x.py"]\nassignment = 3\n', "assignment must be text"),
+                                        ('["x.py"]\nassignment = "a"\nfails = "c1"\n', "fails and concepts lists")])
+def test_a_malformed_expected_toml_is_a_clear_error(tmp_path, text, says):
+    from grader.errors import GraderError
+
+    (tmp_path / "expected.toml").write_text(text)
+    with pytest.raises(GraderError, match=says):
+        read_expectations(tmp_path)

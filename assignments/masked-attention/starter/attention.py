@@ -83,7 +83,8 @@ def masked_attention(q, k, v, mask=None):
     getting weight exactly 0; out = weights @ v.
 
     Requirements:
-      * scale by 1 / sqrt(d) with d = q.shape[-1];
+      * scale by 1 / sqrt(d) with d = q.shape[-1], the size of queries and keys
+        (v's size d_v may differ: out has d_v);
       * ``mask`` (optional) is bool, True = may attend, and broadcastable to
         (..., Lq, Lk): e.g. (Lq, Lk), (B, 1, 1, Lk), (B, 1, Lq, Lk) or (B, H, Lq, Lk);
       * a query row that may attend to no key at all gives weights 0 and output 0 --

@@ -1,0 +1,46 @@
+"""Masked attention with the softmax written by hand, in the input dtype: subtract the row max, exp,
+sum, divide (no upcast).
+
+Mask convention: bool, True = may attend.
+"""
+
+import math
+
+import torch
+
+
+def causal_mask(q_len, k_len=None, device=None):
+    """(q_len, k_len) bool; the queries are the last q_len of the k_len positions."""
+    if k_len is None:
+        k_len = q_len
+    ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+    return torch.tril(ones, diagonal=k_len - q_len)
+
+
+def padding_mask(lengths, max_len, side="right", device=None):
+    """(B, max_len) bool, True = real token."""
+    lengths = torch.as_tensor(lengths, dtype=torch.long, device=device).reshape(-1)
+    pos = torch.arange(max_len, device=lengths.device)
+    if side == "right":
+        return pos[None, :] < lengths[:, None]
+    if side == "left":
+        return pos[None, :] >= (max_len - lengths)[:, None]
+    raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+
+
+def combine_masks(causal, padding):
+    """causal (Lq, Lk) AND padding (B, Lk) -> (B, 1, Lq, Lk)."""
+    return causal[None, None, :, :] & padding[:, None, None, :]
+
+
+def masked_attention(q, k, v, mask=None):
+    """q (..., Lq, d), k (..., Lk, d), v (..., Lk, dv) -> (out (..., Lq, dv), weights (..., Lq, Lk))."""
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    row_max = scores.amax(dim=-1, keepdim=True)
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))  # rows with no key
+    e = torch.exp(scores - row_max)
+    total = e.sum(dim=-1, keepdim=True)
+    weights = torch.where(total > 0, e / total, torch.zeros_like(e))
+    return weights @ v, weights
