@@ -169,6 +169,7 @@ def _copy(v):
 
 class _FloorSandbox:
     isolation = "none (in-process floor)"
+    limits_note = "none: the student's code runs in this process"
 
     def __init__(self, limits):
         self.limits = limits

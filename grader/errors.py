@@ -1,4 +1,5 @@
-"""Operator-facing errors: shown as one clear line by the CLI, without a traceback.
+"""Operator-facing errors: plain exceptions that the CLI (``grader.cli.common.operator_errors``)
+shows as one ``Error:`` line with exit status 2, without a traceback.
 
 Student mistakes are never raised as these; they become `CaseResult`s with an outcome.
 """
@@ -7,13 +8,14 @@ from __future__ import annotations
 
 import difflib
 
-import click
 
-
-class GraderError(click.ClickException):
+class GraderError(Exception):
     """A problem with how the grader was asked to run (bad spec, missing file, busy gradebook)."""
 
-    exit_code = 2
+    @property
+    def message(self) -> str:
+        """The sentence the operator reads."""
+        return str(self)
 
 
 class UnknownAssignment(GraderError):

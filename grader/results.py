@@ -16,9 +16,9 @@ from typing import Any
 from grader.i18n import DEFAULT as DEFAULT_LANG
 from grader.i18n import Msg, as_msg
 
-SCHEMA_VERSION = 2
-"""2: messages also kept as gettext msgids with arguments (``*_i18n``), and the report's ``lang``."""
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+"""2: messages also as gettext msgids with arguments (``*_i18n``), the report's ``lang``. 3: ``output_digest``."""
+READABLE_VERSIONS = (1, 2, 3)
 """Version 1 results read as English-only messages (they render in English in every language)."""
 
 
@@ -128,6 +128,8 @@ class Evidence:
     """For errors: the student's exception, traceback cut to their own frames."""
     notes_i18n: list[Msg] = field(default_factory=list)
     """``notes`` as translatable messages, one per note (empty in results before schema 2)."""
+    output_digest: str | None = None
+    """A failed case's SHA-256 (32 hex) of all its calls returned: equal digests, identical wrong outputs."""
 
     def __post_init__(self) -> None:
         if any(isinstance(n, Msg) for n in self.notes):
@@ -240,8 +242,12 @@ class Environment:
     python_version: str
     device: str
     isolation: str
-    """The sandbox level that ran this submission, e.g. "bwrap+cgroup" or "process+rlimits"."""
+    """The sandbox level that ran this submission, e.g. "namespaces+uid+landlock+seccomp+cgroup+rlimits"
+    or "process+rss+rlimits": only what the self-test proved at start-up."""
     dtypes: list[str] = field(default_factory=list)
+    limits: str = ""
+    """What bounded the worker's memory, processes and CPU, in plain words (e.g. that no cgroup
+    could be written, so memory was only polled); "" in results from before it was recorded."""
 
 
 @dataclass(frozen=True)

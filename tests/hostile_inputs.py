@@ -14,7 +14,7 @@ import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 CORRECT = ROOT / "submissions" / "masked-attention" / "correct" / "sdpa.py"

@@ -225,7 +225,7 @@ def attention_value_size(ctx):
 @attention_value_size.check
 def _(student, s, param):
     i = s.inputs
-    # float64 is held to float32's tolerance (as in option_pairs): what is graded is the scale, not the last digits.
+    # float64 is held to float32's tolerance: what is graded is the scale, not the last digits.
     return check_attention(student.masked_attention(i["q"], i["k"], i["v"], mask=i["mask"]), s.expected,
                            concept="scaling", atol=1e-5,
                            message=tr("Scale by 1/sqrt(d) with d = q.shape[-1]; out has v's last size d_v and the "

@@ -1,1 +1,1 @@
-"""The instructor's tools around an assignment: `grader release` (the student kit) and `grader validate`."""
+"""The instructor's tools around an assignment: `grader release` (the student kit, or with --gradescope the autograder.zip) and `grader validate`."""

@@ -3,7 +3,8 @@
 ``grader release`` puts it in the kit (``wheel/``), so the student's install is what the kit
 carries: the public cases' expected results come precomputed (``grader.grading.stored``) and no solution
 is installed. Built from the running grader's own files with the standard library (a wheel is a
-zip with METADATA, WHEEL, entry_points.txt and RECORD).
+zip with METADATA, WHEEL, entry_points.txt and RECORD). The instructor's Gradescope autograder
+(`grader.authoring.gradescope`) builds the same wheel with the reference inside.
 """
 
 from __future__ import annotations
@@ -44,19 +45,22 @@ def _digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(out_dir: Path, kit: Path | None = None) -> Path:
+def build_wheel(out_dir: Path, kit: Path | None = None, *, with_reference: bool = False) -> Path:
     """Write ``attention_grader-<version>-py3-none-any.whl`` (the grader package only) into ``out_dir``.
 
     ``kit``: a kit's assignment folder (public cases, stored setups, spec), carried inside the package
     as ``grader/kits/assignments/<id>/`` so that the installed grader knows its kit wherever the
-    student's file is (``grader.assignment.kit.installed_kits``)."""
+    student's file is (``grader.assignment.kit.installed_kits``). ``with_reference``: the trusted
+    ``reference`` package too, for the instructor's autograder (never for a student)."""
     version = grader.__version__
     name = f"attention_grader-{version}-{WHEEL_TAG}.whl"
     info = f"attention_grader-{version}.dist-info"
     root = Path(grader.__file__).resolve().parent
     extras = sorted({r.split("extra ==")[1].strip().strip("'\"") for r in _requires() if "extra ==" in r})
     meta = "\n".join(["Metadata-Version: 2.1", f"Name: {DIST}", f"Version: {version}",
-                      "Summary: attention-grader for students: checks public cases; carries no reference solution",
+                      ("Summary: attention-grader for the instructor's autograder, with the reference solution"
+                       if with_reference else
+                       "Summary: attention-grader for students: checks public cases; carries no reference solution"),
                       "Requires-Python: >=3.11", *(f"Provides-Extra: {e}" for e in extras),
                       *(f"Requires-Dist: {r}" for r in _requires())]) + "\n"
     entries = {f"{info}/METADATA": meta.encode(),
@@ -71,6 +75,11 @@ def build_wheel(out_dir: Path, kit: Path | None = None) -> Path:
         if kit is not None:
             members += [(p, f"grader/{INSTALLED_KITS}/assignments/{kit.name}/{p.relative_to(kit).as_posix()}")
                         for p in _files(kit)]
+        if with_reference:
+            import reference
+
+            ref = Path(reference.__file__).resolve().parent
+            members += [(p, "reference/" + p.relative_to(ref).as_posix()) for p in _files(ref)]
         for p, arc in members:
             data = p.read_bytes()
             z.writestr(arc, data)

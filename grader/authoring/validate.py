@@ -145,7 +145,7 @@ def _kit_check(assignment: Assignment) -> Check:
         try:
             kit = release(assignment, Path(tmp) / "kit")
         except AssignmentSpecError as e:
-            return Check(name, False, e.format_message())
+            return Check(name, False, str(e))
     return Check(f"{name} {kit.self_check}", True)
 
 

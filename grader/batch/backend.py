@@ -25,6 +25,9 @@ class Ready:
     message: str
     """What the "ready" event says (the isolation, and where for a cluster)."""
     slots: int
+    warning: str = ""
+    """Said once at start-up when the sandbox bounds less than it should (no cgroup could be
+    written: memory only polled, no process or CPU cap); "" otherwise."""
 
 
 class Backend(Protocol):

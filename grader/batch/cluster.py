@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator
 
 from grader.batch.backend import Ready, Todo
+from grader.batch.config import Event
 from grader.batch.cluster_pool import ClusterPool
 from grader.batch.cluster_spec import ClusterSpec
 from grader.batch.recording import Tally
@@ -31,15 +32,18 @@ from grader.records.ledger import LedgerKey
 class ClusterBackend:
     """The run's slots are the cluster's worker threads; each key is recorded once, whatever Dask re-runs."""
 
-    def __init__(self, spec: ClusterSpec, assignment, device, *, debug: bool = False, lang: str | None = None):
+    def __init__(self, spec: ClusterSpec, assignment, device, *, debug: bool = False, lang: str | None = None,
+                 accept_isolation: str | None = None):
         self.spec, self.assignment, self.device, self.debug = spec, assignment, device, debug
         self.lang = lang
+        self.accept_isolation = accept_isolation
         self.pool = None
 
     @contextlib.contextmanager
     def start(self, total: int, stop: threading.Event) -> Iterator[Ready]:
         try:
-            with ClusterPool(self.spec, self.assignment, self.device, debug=self.debug, lang=self.lang) as pool:
+            with ClusterPool(self.spec, self.assignment, self.device, debug=self.debug, lang=self.lang,
+                             accept_isolation=self.accept_isolation) as pool:
                 self.pool = pool
                 yield Ready(pool.isolation, f"{pool.isolation} on {pool.workers} Dask worker(s) at {self.spec}",
                             pool.workers)
@@ -50,6 +54,9 @@ class ClusterBackend:
     def grade(self, todo: Todo, tally: Tally, stop: threading.Event) -> None:
         recorded: set[LedgerKey] = set()
         for key, report, seconds, error in self.pool.grade(todo, stop):
+            while self.pool.notices:  # a worker's result refused and graded again here
+                tally.on_event(Event("warning", tally.done, tally.total, key.student_id,
+                                     message=self.pool.notices.pop(0)))
             if key in recorded:  # Dask may re-run a task whose worker died after it finished
                 continue
             if report is not None:

@@ -23,12 +23,43 @@ NO_WORKERS_TIMEOUT_S = 300.0
 """How long a batch waits for the scheduler to have a worker (at the start, or after all died)."""
 
 
+def job_mismatch(report, key, sub, assignment) -> str:
+    """Why `report` is not the result of the job sent for `key` ("" when it is): the student id and
+    submission hash the grader sent (never the report's own word), the assignment and its cases."""
+    info = report.submission
+    if info.id != key.student_id:
+        return f"it is filed under another student's id, {info.id!r}"
+    if info.sha256 != sub.sha256:
+        return "it is for other submitted bytes (sha256 differs)"
+    if (report.assignment.id, report.assignment.version) != (assignment.id, assignment.version):
+        return f"it is for {report.assignment.id} v{report.assignment.version}"
+    if [c.id for c in report.cases] != [i.id for i in assignment.instances()]:
+        return "its cases are not the assignment's"
+    worth = {i.id: i.points for i in assignment.instances()}
+    if any(abs(c.points.possible - worth[c.id]) > 1e-9 or not 0 <= c.points.earned <= c.points.possible
+           for c in report.cases):
+        return "its cases' points are not the assignment's"
+    if abs(sum(c.points.earned for c in report.cases) - report.score.earned) > 1e-6:
+        return "its score is not the sum of its cases"
+    return ""
+
+
+def _seconds(value: dict) -> float:
+    try:
+        return max(0.0, float(value.get("seconds", 0.0)))
+    except (TypeError, ValueError):
+        return 0.0
+"""How long a batch waits for the scheduler to have a worker (at the start, or after all died)."""
+
+
 class ClusterPool:
     """A connection to the cluster for one batch: checked workers, the plugin installed, tasks out."""
 
-    def __init__(self, spec: ClusterSpec, assignment, device, *, debug: bool = False, lang: str | None = None):
+    def __init__(self, spec: ClusterSpec, assignment, device, *, debug: bool = False, lang: str | None = None,
+                 accept_isolation: str | None = None):
         self.spec, self.assignment, self.device, self.debug = spec, assignment, device, debug
         self.lang = lang
+        self.accept_isolation = accept_isolation
         """The students' feedback language the reports record (``--lang``)."""
         self.plugin_name = f"grader-{assignment.id}-{uuid.uuid4().hex[:12]}"
         self.isolation = ""
@@ -42,6 +73,10 @@ class ClusterPool:
         self._slots_now, self._slots_at = 0, -1e9
         self._out: dict = {}
         """Futures sent and not yet collected -> (key, sub)."""
+        self._local = None
+        """The engine (on a sandbox of this machine) that regrades a result a worker got wrong."""
+        self.notices: list[str] = []
+        """Said to the instructor as they happen: results refused and graded again here."""
 
     def __enter__(self) -> ClusterPool:
         try:
@@ -60,22 +95,26 @@ class ClusterPool:
         import dask
         from distributed import Client, LocalCluster
 
+        from grader.batch.cluster_spec import security_for
+
+        security = security_for(self.spec)
         if self.spec.local_workers:
             # One task at a time per worker thread: a dying worker takes only the task it was running.
             self._scratch = tempfile.mkdtemp(prefix="grader-dask-")
             with dask.config.set({"distributed.scheduler.worker-saturation": 1.0,
                                   "temporary-directory": self._scratch}):
                 self._cluster = LocalCluster(n_workers=self.spec.local_workers, threads_per_worker=1,
-                                             processes=True, dashboard_address="127.0.0.1:0",
+                                             processes=True, dashboard_address="127.0.0.1:0", host="127.0.0.1",
+                                             protocol="tcp://" if security is None else "tls://", security=security,
                                              local_directory=self._scratch,
                                              resources={"GPU": 1} if self.device.type == "cuda" else None)
-            self._client = Client(self._cluster)
+            self._client = Client(self._cluster, security=security)
             return
         try:
-            self._client = Client(self.spec.address, timeout=30)
+            self._client = Client(self.spec.address, timeout=30, security=security)
         except (OSError, TimeoutError) as e:
             raise GraderError(f"cannot reach the Dask scheduler at {self.spec.address}: {e}; start one with "
-                              "`dask scheduler` and workers with `dask worker ADDRESS`") from None
+                              "`dask scheduler` and workers with `dask worker ADDRESS` (docs/cluster.md)") from None
 
     def _check_workers(self) -> None:
         import grader
@@ -104,7 +143,8 @@ class ClusterPool:
     def _install(self) -> None:
         a = self.assignment
         plugin = GraderPlugin(self.plugin_name, assignment_files(a.dir), a.dir.name, str(self.device),
-                              ignore_sigint=bool(self.spec.local_workers), lang=self.lang)
+                              ignore_sigint=bool(self.spec.local_workers), lang=self.lang,
+                              accept_isolation=self.accept_isolation)
         self._client.register_plugin(plugin, name=self.plugin_name)
         states = self._client.run(plugin_state, self.plugin_name, on_error="return")
         failed = [f"{addr}: {s.get('error') if isinstance(s, dict) else s}" for addr, s in sorted(states.items())
@@ -195,10 +235,45 @@ class ClusterPool:
             return key, self._crash_report(key, sub, e), 0.0, ""
         except Exception as e:  # noqa: BLE001 - lost or cancelled: not recorded, retried next run
             return key, None, 0.0, f"{type(e).__name__}: {e}"
+        if not isinstance(value, dict):
+            value = {"report": value}
         if "error" in value:
-            msg = value["error"] + ("\n" + value.get("traceback", "") if self.debug else "")
-            return key, None, value.get("seconds", 0.0), msg
-        return key, report_from_dict(value["report"]), value["seconds"], ""
+            msg = str(value["error"]) + ("\n" + str(value.get("traceback", "")) if self.debug else "")
+            return key, None, _seconds(value), msg
+        try:
+            report = report_from_dict(value["report"])
+            problem = job_mismatch(report, key, sub, self.assignment)
+        except Exception as e:  # noqa: BLE001 - whatever a worker sends back is data to check
+            report, problem = None, f"it is not a result ({type(e).__name__}: {e})"
+        if problem:
+            return self._regrade_here(fut, key, sub, problem)
+        return key, report, _seconds(value), ""
+
+    def _regrade_here(self, fut, key, sub, problem: str) -> tuple:
+        """A worker's result that is not the job it was sent: refused, and the submission graded
+        again on this machine (its own sandbox, after the same checks), reported as a notice."""
+        import time as clock
+
+        where = ", ".join(sorted(self._client.who_has(fut).get(fut.key, ()))) or "a worker"
+        self.notices.append(f"the result {where} returned for {key.student_id} was refused ({problem}); "
+                            f"{key.student_id} was graded again on this machine")
+        t0 = clock.perf_counter()
+        report = self._local_engine().grade(sub, student_id=key.student_id)
+        return key, report, clock.perf_counter() - t0, ""
+
+    def _local_engine(self):
+        if self._local is None:
+            from grader.grading.engine import limits_for
+            from grader.grading.factory import batch_engines, sandbox_for
+
+            sandbox = sandbox_for(limits_for(self.assignment), str(self.device),
+                                  accept_isolation=self.accept_isolation)
+            try:
+                self._local = batch_engines(self.assignment, sandbox, self.device, 1, lang=self.lang)[0]
+            except BaseException:
+                sandbox.close()
+                raise
+        return self._local
 
     def _crash_report(self, key, sub, e):
         """Every case ERROR ("crash"): grading this submission killed its Dask worker every time."""
@@ -242,3 +317,6 @@ class ClusterPool:
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = ""
+        if self._local is not None:
+            self._local.sandbox.close()
+            self._local = None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from grader.assignment.spec import Assignment
 from grader.batch.summary import Summary
+from grader.report.lms import LmsFiles
 from grader.results import GradeReport
 
 
@@ -33,6 +34,17 @@ class BatchConfig:
     """The students' feedback language (``--lang``; default: the assignment's, else the locale)."""
     dashboard_lang: str | None = None
     """The dashboard's language (``--dashboard-lang``; default: the locale)."""
+    similarity: bool = True
+    """Write the similarity report (similarity.html and .csv) over this run's submissions."""
+    canvas_column: str | None = None
+    """The Canvas assignment column's header in canvas.csv (default: the assignment's title)."""
+    cluster_tls: tuple[str, str, str] | None = None
+    """The instructor's TLS files for a tls:// scheduler: CA, certificate, key (``--tls``)."""
+    insecure_cluster: bool = False
+    """Allow a plain-TCP scheduler (``--insecure-cluster``)."""
+    accept_isolation: str | None = None
+    """The weaker sandbox level the instructor accepts where the self-test proves less than the
+    level claims (``--accept-isolation``); every result records it."""
     folders_are_submissions: bool = False
     """Each folder in `paths` is one student's submission, not a folder of submissions."""
     newest: bool = False
@@ -45,9 +57,9 @@ class Event:
 
     kind: str
     """"waiting" (for another run's lock; message says whose), "plan" (before grading), "ready" (the
-    sandboxes started: seconds it took, message the isolation), "warning" (about the batch's layout,
-    before grading: message says what), "graded", "error" (the grader could not grade it; message
-    says why) or "stopping"."""
+    sandboxes started: seconds it took, message the isolation), "warning" (message says what: the
+    batch's layout, before grading; what the sandbox cannot bound here, once after "ready"),
+    "graded", "error" (the grader could not grade it; message says why) or "stopping"."""
     done: int
     total: int
     """Submissions to grade in this run (those the ledger already holds are not counted)."""
@@ -79,6 +91,12 @@ class BatchResult:
     summary: Summary | None = None
     earlier: int = 0
     """Results in the folder from earlier runs for students not in this batch (shown on the dashboard too)."""
+    similarity: Path | None = None
+    """similarity.html, when it was written."""
+    similar_pairs: int = 0
+    """Pairs listed in it."""
+    lms: LmsFiles | None = None
+    """The LMS gradebook imports written (`grader.report.lms.LmsFiles`), once written."""
     gradebook: Path | None = None
     isolation: str = ""
     """The sandbox level the slots ran with (empty when nothing was graded)."""

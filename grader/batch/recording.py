@@ -72,6 +72,9 @@ class Tally:
     def take(self, key: LedgerKey, report: GradeReport | None, seconds: float, error: str,
              data: dict | None = None) -> None:
         """`data`: ``to_dict(report)`` when the caller already has it."""
+        if report is not None and (report.submission.id, report.submission.sha256) != (key.student_id, key.sha256):
+            report, error = None, (f"its result names {report.submission.id!r} (sha256 {report.submission.sha256[:12]}), "
+                                   "not the submission sent: a result is filed only under its own job")
         self.done += 1
         if report is None:  # a grader fault: not recorded, retried by the next run
             self.failing += 1

@@ -33,6 +33,7 @@ from grader.records.ledger import Ledger, LedgerKey, mode_of
 from grader.report import RunInfo, load_results, write_all
 from grader.submission.discover import discover
 from grader.submission.intake import Intake
+from grader.submission.load import LoadedSubmission
 
 
 def run_batch(cfg: BatchConfig, on_event: Callable[[Event], None] = lambda e: None) -> BatchResult:
@@ -76,8 +77,9 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
             status = "failed"
             try:
                 todo = reuse(cfg, ledger, book, run_id, keys, subs, result)
-                backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang) if spec is None
-                           else _cluster_backend(spec, a, dev, cfg.debug, cfg.lang))
+                backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang,
+                                        accept_isolation=cfg.accept_isolation) if spec is None
+                           else _cluster_backend(spec, a, dev, cfg))
                 tally = Tally(cfg, ledger, book, run_id, result, on_event, len(todo))
                 _grade(backend, todo, tally, on_event)
                 status = "interrupted" if result.interrupted else "complete"
@@ -88,7 +90,7 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
                 book.finish_run(run_id, status=status, isolation=result.isolation, graded=result.graded,
                                 reused=result.reused, failed_to_load=result.failed_to_load, errors=len(result.errors))
         if not result.interrupted:
-            _write_outputs(cfg, found_ids={f.id for f in found.submissions}, result=result)
+            _write_outputs(cfg, subs={f.id: s for f, s in zip(found.submissions, subs)}, result=result)
     result.elapsed_s = time.perf_counter() - t0
     return result
 
@@ -105,6 +107,8 @@ def _grade(backend: Backend, todo: Todo, tally: Tally, on_event: Callable[[Event
     with Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts, \
             backend.start(total, stop) as ready:
         result.isolation = ready.isolation
+        if ready.warning:
+            on_event(Event("warning", 0, total, message=ready.warning))
         on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=ready.message,
                        reused=ready.slots))
         backend.grade(todo, tally, stop)
@@ -130,9 +134,10 @@ def regrade_reasons(assignment: str, regraded: dict[tuple[str, ...], int]) -> st
 def _cluster_spec(cfg: BatchConfig):
     if cfg.cluster is None:
         return None
-    from grader.batch.cluster_spec import parse_spec
+    from grader.batch.cluster_spec import TLSFiles, parse_spec
 
-    return parse_spec(cfg.cluster)
+    tls = TLSFiles(*cfg.cluster_tls) if cfg.cluster_tls else None
+    return parse_spec(cfg.cluster, tls=tls, insecure=cfg.insecure_cluster)
 
 
 def _cluster_device(spec, name: str) -> torch.device:
@@ -141,14 +146,15 @@ def _cluster_device(spec, name: str) -> torch.device:
     return device_for(spec, name)
 
 
-def _cluster_backend(spec, a, dev: torch.device, debug: bool, lang: str | None) -> Backend:
+def _cluster_backend(spec, a, dev: torch.device, cfg: BatchConfig) -> Backend:
     from grader.batch.cluster import ClusterBackend
 
-    return ClusterBackend(spec, a, dev, debug=debug, lang=lang)
+    return ClusterBackend(spec, a, dev, debug=cfg.debug, lang=cfg.lang, accept_isolation=cfg.accept_isolation)
 
 
-def _write_outputs(cfg: BatchConfig, *, found_ids: set[str], result: BatchResult) -> None:
-    """Dashboard and exports over every result of this assignment in the folder."""
+def _write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], result: BatchResult) -> None:
+    """Similarity over this run's submissions, then the dashboard and exports over every result of
+    this assignment in the folder."""
     a = cfg.assignment
     results_dir = cfg.out_dir / "results"
     if not any(results_dir.glob("*.json")):
@@ -156,10 +162,18 @@ def _write_outputs(cfg: BatchConfig, *, found_ids: set[str], result: BatchResult
     reports = [r for r in load_results(results_dir) if r.assignment.id == a.id]
     if not reports:
         return
+    found_ids = set(subs)
+    if cfg.similarity and len(subs) >= 2:
+        from grader.batch.similarity import write_batch_similarity
+
+        result.similarity, _, result.similar_pairs = write_batch_similarity(
+            a, subs, reports, cfg.out_dir, lang=cfg.dashboard_lang)
     run = RunInfo(assignment=a.id, version=a.version, title=a.title, grader_version=__version__,
                   isolation=", ".join(sorted({r.environment.isolation for r in reports})))
     written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False,
-                        pages_current=result.pages_written, lang=cfg.lang, dashboard_lang=cfg.dashboard_lang)
+                        pages_current=result.pages_written, lang=cfg.lang, dashboard_lang=cfg.dashboard_lang,
+                        canvas_column=cfg.canvas_column)
     result.dashboard = written.index
+    result.lms = written.lms
     result.summary = summarize(reports)
     result.earlier = sum(r.submission.id not in found_ids for r in reports)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from grader import __version__
-from grader.cli.common import ExitCode, operator_errors
+from grader.cli.common import ExitCode, OperatorError, operator_errors
 
 
 def _default_submissions() -> Path | None:
@@ -50,7 +50,7 @@ def list_cmd() -> None:
 
     found = available()
     if not found:
-        raise click.ClickException("no assignments found (looked in ./assignments and $GRADER_ASSIGNMENTS)")
+        raise OperatorError("no assignments found (looked in ./assignments and $GRADER_ASSIGNMENTS)")
     from grader.errors import GraderError
 
     broken = 0
@@ -59,7 +59,7 @@ def list_cmd() -> None:
             a = load_assignment(found[name])
         except GraderError as e:
             broken += 1
-            click.echo(f"{name:<20} BROKEN  {e.format_message()}")
+            click.echo(f"{name:<20} BROKEN  {e}")
             continue
         public = a.possible(public_only=True)
         click.echo(f"{a.id:<20} v{a.version:<6} {a.possible():>5g} points ({public:g} public)  {a.title}")

@@ -42,6 +42,13 @@ class ExitCode(enum.IntEnum):
     """Stopped by Ctrl-C / SIGTERM; what finished was recorded and a re-run resumes."""
 
 
+class OperatorError(click.ClickException):
+    """What click prints as ``Error: ...`` and exits 2 with: a `GraderError` (or any unexpected
+    exception) that reached a command."""
+
+    exit_code = ExitCode.USAGE
+
+
 def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """How every command reports an operator error: one ``Error: ...`` line (exit 2), with the
     traceback too under ``--verbose``. An unexpected exception becomes such a line as well
@@ -52,10 +59,10 @@ def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         verbose = kwargs.get("verbose", False)
         try:
             return fn(*args, **kwargs)
-        except GraderError:
+        except GraderError as e:
             if verbose:
                 traceback.print_exc()
-            raise
+            raise OperatorError(str(e)) from e
         except (click.exceptions.Exit, click.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
         except BrokenPipeError:
@@ -66,8 +73,8 @@ def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             if verbose:
                 traceback.print_exc()
             if isinstance(e, SandboxError):
-                raise GraderError(f"the sandbox could not run: {e}") from e
-            raise GraderError(f"unexpected {type(e).__name__}: {e} (rerun with --verbose for details)") from e
+                raise OperatorError(f"the sandbox could not run: {e}") from e
+            raise OperatorError(f"unexpected {type(e).__name__}: {e} (rerun with --verbose for details)") from e
 
     return wrapper
 

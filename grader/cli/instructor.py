@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import click
 
 from grader.cli.common import ExitCode, dashboard_lang_option, lang_option, operator_errors
+from grader.cli.courses import canvas_column_option, course_options, echo_lms, echo_similarity
+from grader.cli.progress import Progress
+from grader.cli.progress import shown as _shown
 from grader.errors import GraderError
 from grader.i18n import LANGUAGES
 
@@ -31,18 +33,28 @@ from grader.i18n import LANGUAGES
               help="Gradebook file [default: OUTPUT/gradebook.sqlite].")
 @click.option("--wait", is_flag=True, help="If another run is writing to OUTPUT, wait for it instead of failing.")
 @click.option("--cluster", metavar="ADDRESS|local:N", default=None,
-              help="Grade on a Dask cluster: a scheduler address (tcp://host:8786) or local:N worker processes. "
+              help="Grade on a Dask cluster: a TLS scheduler address (tls://host:8786) or local:N worker processes. "
                    "Needs the cluster extra; see docs/cluster.md.")
+@click.option("--tls", "tls", nargs=3, type=click.Path(exists=True, dir_okay=False), default=None,
+              metavar="CA CERT KEY", help="--cluster tls://...: the course CA, this machine's certificate and key.")
+@click.option("--insecure-cluster", is_flag=True,
+              help="Allow a plain-TCP (tcp://) scheduler: no encryption, and anyone who can reach it can join "
+                   "as a worker. Only on a network you trust.")
+@click.option("--accept-isolation", "accept_isolation", metavar="LEVEL", default=None,
+              help="Grade with this weaker sandbox level where the start-up self-test proves less than the "
+                   "level claims (the error names it); every result records it.")
 @click.option("--folders-are-submissions", is_flag=True, help="Each folder in SUBMISSIONS is ONE student's submission.")
 @click.option("--newest", is_flag=True, help="Of several files with one LMS student id, grade only the newest.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
+@course_options
 @lang_option
 @dashboard_lang_option
 @operator_errors
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
-          folders_are_submissions: bool, newest: bool, verbose: bool, lang: str | None,
-          dashboard_lang: str | None) -> None:
+          tls: tuple[str, str, str] | None, insecure_cluster: bool,
+          accept_isolation: str | None, folders_are_submissions: bool, newest: bool, verbose: bool,
+          no_similarity: bool, canvas_column: str | None, lang: str | None, dashboard_lang: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -59,13 +71,15 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
       grader grade canvas_export/ -a masked-attention -o reports/hw3 -j 4
       grader grade late/alice.py late/bob.ipynb -a masked-attention -o reports/hw3
       grader grade canvas_export/ -a masked-attention -o reports/hw3 --force
-      grader grade canvas_export/ -a masked-attention -o reports/hw3 --cluster tcp://head-node:8786
+      grader grade canvas_export/ -a masked-attention -o reports/hw3 --cluster tls://head-node:8786 \\
+          --tls ca.pem grader.pem grader-key.pem
       grader grade canvas_export/ -a masked-attention --lang zh-CN --dashboard-lang en
 
     \b
     Writes, under OUTPUT (default reports/ASSIGNMENT):
       results/<id>.json   canonical results      <id>.html   each student's report
       index.html          the class dashboard     grades.csv, junit.xml, summary.md, gradescope/
+      similarity.html     pairs to review         canvas.csv, moodle.csv   LMS imports (docs/lms.md)
       gradebook.sqlite    every run's scores      ledger.sqlite   what is already graded
 
     Exit status: 0 when the batch ran (students failing cases is not an error),
@@ -90,8 +104,10 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         cfg = BatchConfig(assignment=a, paths=list(submissions), out_dir=out_dir or Path("reports") / a.id,
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
                           device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster,
-                          lang=lang, dashboard_lang=dashboard_lang,
-                          folders_are_submissions=folders_are_submissions, newest=newest)
+                          lang=lang, dashboard_lang=dashboard_lang, accept_isolation=accept_isolation,
+                          cluster_tls=tls or None, insecure_cluster=insecure_cluster,
+                          folders_are_submissions=folders_are_submissions, newest=newest,
+                          similarity=not no_similarity, canvas_column=canvas_column)
         progress = Progress(verbose=verbose)
         try:
             result = run_batch(cfg, progress.on_event)
@@ -109,81 +125,6 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
                    "(listed above); they are not recorded: run the same command again to retry them.", err=True)
         sys.exit(ExitCode.FAILED)
     sys.exit(ExitCode.OK)
-
-
-class Progress:
-    """A progress line rewritten on stderr on a terminal; plain lines `[3/40] alice 85% (2.1 s)` otherwise."""
-
-    def __init__(self, *, verbose: bool, stream=None):
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty() and not verbose
-        self.verbose = verbose
-        self.t0 = time.monotonic()
-        self._drawn = False
-
-    def on_event(self, e) -> None:
-        if e.kind == "waiting":
-            click.echo(f"Waiting for the other run writing to this folder ({e.message}) to finish...", err=True)
-        elif e.kind == "plan":
-            self.t0 = time.monotonic()
-            if e.message:  # why files graded before are graded again
-                click.echo(e.message, err=True)
-            if e.total == 0:
-                click.echo(f"Nothing to grade: all {e.reused} submission(s) are unchanged since they were graded "
-                           "(--force grades them again).", err=True)
-            else:
-                reused = f"; {e.reused} unchanged since graded, reused" if e.reused else ""
-                click.echo(f"Grading {e.total} submission(s){reused}.", err=True)
-        elif e.kind == "ready":
-            self.t0 = time.monotonic()
-            if self.verbose:
-                click.echo(f"{e.reused} sandbox(es) ready in {e.seconds:.1f} s (isolation: {e.message})", err=True)
-            self._draw(e)
-        elif e.kind == "stopping":
-            self._clear()
-            click.echo("Stopping after the submissions in progress (Ctrl-C again to stop now)...", err=True)
-        elif e.kind == "warning":
-            click.echo(f"Warning: {_shown(e.message, 4000)}", err=True)
-        elif e.kind == "error":
-            self._clear()
-            click.echo(f"[{e.done}/{e.total}] {_shown(e.student_id)}: NOT GRADED ({_shown(e.message, 2000)})", err=True)
-            self._draw(e)
-        elif e.kind == "graded":
-            if self.tty:
-                self._draw(e)
-            else:
-                r = e.report
-                load = "" if r.load.ok else " (failed to load)"
-                click.echo(f"[{e.done}/{e.total}] {_shown(e.student_id)} {r.score.display_percent()}{load} "
-                           f"({e.seconds:.1f} s)")
-
-    def _draw(self, e) -> None:
-        if not self.tty:
-            return
-        width = 24
-        filled = int(width * e.done / e.total) if e.total else width
-        elapsed = time.monotonic() - self.t0
-        if e.done:
-            left = int(elapsed / e.done * (e.total - e.done) + 0.5)
-            eta = f"{left // 60}:{left % 60:02d}"
-        else:
-            eta = "--"
-        line = (f"[{e.done}/{e.total}] {'#' * filled}{'.' * (width - filled)} {e.failing} below 100%  "
-                f"ETA {eta}  {_shown(e.student_id)}")
-        self.stream.write("\r\x1b[K" + line[:150])
-        self.stream.flush()
-        self._drawn = True
-
-    def _clear(self) -> None:
-        if self._drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-
-    def close(self) -> None:
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._drawn = False
 
 
 def _print_summary(result, cfg) -> None:
@@ -208,6 +149,7 @@ def _print_summary(result, cfg) -> None:
             click.echo(f"    {rate.concept:<22} {rate.students:>4}/{rate.total:<4} {rate.percent:5.1f}%")
     click.echo("")
     click.echo(f"Dashboard: {result.dashboard}")
+    echo_similarity(result.similarity, result.similar_pairs, result.lms)
     click.echo(f"Gradebook: {result.gradebook}")
 
 
@@ -221,10 +163,11 @@ def _print_summary(result, cfg) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks of errors.")
 @click.option("--lang", "lang", type=click.Choice(LANGUAGES), default=None,
               help="Language of the students' reports [default: the one each was graded in].")
+@canvas_column_option
 @dashboard_lang_option
 @operator_errors
 def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, verbose: bool, lang: str | None,
-               dashboard_lang: str | None) -> None:
+               canvas_column: str | None, dashboard_lang: str | None) -> None:
     """Re-create the HTML reports, dashboard and exports from saved results, without grading.
 
     RESULTS_DIR is a results/ folder of <id>.json files written by `grader grade`
@@ -248,9 +191,10 @@ def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, ve
     target = out_dir if out_dir is not None else results_dir.resolve().parent
     with OutputLock(prepare_output(target), hint="try again when it has finished"):
         written = rerender(results_dir, target, release_hidden=release_hidden, lang=lang,
-                           dashboard_lang=dashboard_lang)
+                           dashboard_lang=dashboard_lang, canvas_column=canvas_column)
     click.echo(f"Wrote {len(written.reports)} report(s), grades.csv, junit.xml, summary.md and gradescope/.")
     click.echo(f"Dashboard: {written.index}")
+    echo_lms(written.lms)
 
 
 # --- grader gradebook --------------------------------------------------------------------------
@@ -389,12 +333,3 @@ def runs_cmd(gradebook_path: Path | None, out_dir: Path | None) -> None:
         click.echo(f"{r.id:>4}  {_shown(r.started_at):<20}  {_shown(r.assignment):<18} {_shown(r.version):<8} "
                    f"{_shown(r.status):<11} "
                    f"{r.graded:>6} {r.reused:>6} {r.failed_to_load:>7} {r.errors:>6}")
-
-
-def _shown(text: str, limit: int = 300) -> str:
-    """Text from a gradebook, a result or an exception as one terminal line: control characters and
-    escape sequences shown escaped (``\\x1b``), never sent to the terminal (`grader.untrusted.name`)."""
-    from grader.untrusted import name
-
-    return name(" ".join(str(text).split()), limit)
-

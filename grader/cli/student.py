@@ -143,6 +143,8 @@ def ci_lines(g: Graded, *, min_score: float, file: str | None) -> tuple[list[str
         where = " (hidden)" if c.hidden else ""
         listing.append(f"  {mark} {neutralise(one_line(c.id))}{where}" + (f" - {c.concept}" if c.concept else ""))
     listing.append(f"Sandbox isolation: {g.isolation}")
+    if r.environment.limits:
+        listing.append(f"Sandbox limits: {r.environment.limits}")
     return failure_annotations(r, file=file) + fenced(listing), passed
 
 
@@ -240,8 +242,15 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
 @click.option("--lang", "lang", type=click.Choice(LANGUAGES), default=None,
               help="The students' language: the kit's default for `grader check`, and its README "
                    "[default: the assignment's `lang`, else en].")
+@click.option("--gradescope", is_flag=True,
+              help="Write OUTPUT/autograder.zip for Gradescope instead: the instructor's, with the hidden "
+                   "cases and the reference (docs/gradescope.md). Never give it to students.")
+@click.option("--hidden-visibility", type=click.Choice(["hidden", "after_due_date", "after_published", "visible"]),
+              default="after_published", show_default=True,
+              help="With --gradescope: when students see the hidden cases' scores on Gradescope.")
 @operator_errors
-def release(assignment: str, out_dir: Path, verbose: bool, lang: str | None) -> None:
+def release(assignment: str, out_dir: Path, verbose: bool, lang: str | None, gradescope: bool,
+            hidden_visibility: str) -> None:
     """Write the student kit of ASSIGNMENT: starters, README, public cases only.
 
     The kit holds the starter .py/.ipynb, the README, the public cases and a spec.toml
@@ -254,11 +263,20 @@ def release(assignment: str, out_dir: Path, verbose: bool, lang: str | None) -> 
       grader release masked-attention -o dist/masked-attention-kit
       grader release masked-attention -o dist/kit-zh --lang zh-CN
       cd dist/masked-attention-kit && grader check attention.ipynb && pytest
+      grader release masked-attention --gradescope -o dist/gradescope   # upload dist/gradescope/autograder.zip
     """
     from grader.assignment.spec import load_assignment
     from grader.authoring.release import release as write_kit
 
     a = load_assignment(assignment)
+    if gradescope:
+        from grader.authoring.gradescope import build_autograder_zip
+
+        made = build_autograder_zip(a, out_dir, hidden_visibility=hidden_visibility, lang=lang)
+        click.echo(f"Gradescope autograder for {a.id} v{a.version}: {made.path} ({len(made.files)} files; "
+                   f"{made.hidden_cases} hidden cases inside, shown {hidden_visibility}).")
+        click.echo("It holds the hidden cases and the reference: upload it to Gradescope, never to students.")
+        return
     kit = write_kit(a, out_dir, lang=lang)
     for p in kit.files:
         click.echo(f"  {p.relative_to(kit.dir)}")

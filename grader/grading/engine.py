@@ -28,6 +28,7 @@ from grader.cases import CaseInstance, Setup, Verdict
 from grader.errors import AssignmentSpecError, GraderError
 from grader.grading.case_results import (all_failed, case_result, environment_of, grade_report, labelled,
                                          submission_info, unrun_report)
+from grader.grading.output_digest import DigestingCalls, output_digest
 from grader.grading.output_split import OutputSplit
 from grader.grading.protocols import GradingSandbox, GradingWorker
 from grader.grading.proxy import Student
@@ -144,7 +145,7 @@ class Engine:
         """What every report records about the grading environment; fixed once every setup exists."""
         if self._environment is not None:
             return self._environment
-        env = environment_of(self.setups.values(), self.device, self.sandbox.isolation)
+        env = environment_of(self.setups.values(), self.device, self.sandbox.isolation, self.sandbox.limits_note)
         if all(i.id in self.setups for i in self.instances):
             self._environment = env
         return env
@@ -295,9 +296,12 @@ class Engine:
         (AssignmentSpecError). `on_call`: called after each of the case's calls returns
         (see `NotifyingCalls`)."""
         worker.reply_cap = reply_cap(self.setup(inst))
+        calls = DigestingCalls(worker if on_call is None else NotifyingCalls(worker, on_call))
         try:
-            v = inst.case.check_fn(Student(worker if on_call is None else NotifyingCalls(worker, on_call), self.defaults),
-                                   self.setup(inst), inst.param)
+            v = inst.case.check_fn(Student(calls, self.defaults), self.setup(inst), inst.param)
+            if not v.passed:  # the similarity report compares wrong outputs by this digest
+                v = dataclasses.replace(v, evidence=dataclasses.replace(
+                    v.evidence, output_digest=output_digest(calls.returned)))
             return CaseOutcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
         except StudentError as e:
             return raised(self.assignment, inst, e, sub, lambda: self.reference_runs(inst))

@@ -42,6 +42,8 @@ class GradingSandbox(Protocol):
 
     limits: Limits
     isolation: str
+    limits_note: str
+    """What bounds each worker's resources, in plain words (every report records it)."""
 
     def open(self, sub: LoadedSubmission, *, started: Any = None) -> GradingWorker: ...
 

@@ -218,20 +218,27 @@ def build_dashboard(reports: list[GradeReport], run: RunInfo, lang: str = DEFAUL
     )
 
 
+SIMILARITY_PAGE = "similarity.html"
+
+
 def render_dashboard(reports: list[GradeReport], *, run: RunInfo | Mapping[str, object] | None = None,
-                     lang: str | None = None) -> str:
+                     lang: str | None = None, similarity: bool = False) -> str:
     """The instructor's `index.html` for a batch of graded submissions, in `lang` (default: the
-    grader's locale, whatever language the students' pages are in)."""
+    grader's locale, whatever language the students' pages are in); `similarity`: link to the
+    similarity report beside it."""
     lang = choose(lang)
     info = RunInfo.coerce(run, reports)
     info = replace(info, title=translate(info.title, lang), date=timestamp(info.date, lang))
     view = build_dashboard(reports, RunInfo(**{f.name: one_line(v, 200) if isinstance(v := getattr(info, f.name), str)
                                                else v for f in fields(RunInfo)}), lang)
     return render_page("dashboard.html", "dashboard.js", lang, d=view, hist_w=HIST_W, hist_h=HIST_H,
-                       hist_pad=HIST_PAD)
+                       hist_pad=HIST_PAD, similarity=similarity)
 
 
 def write_dashboard(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
                     run: RunInfo | Mapping[str, object] | None = None, lang: str | None = None) -> Path:
-    """Write `<out_dir>/index.html` (in `lang`, see `render_dashboard`); returns its path."""
-    return write_text_atomic(Path(out_dir) / "index.html", render_dashboard(reports, run=run, lang=lang))
+    """Write `<out_dir>/index.html` (in `lang`, see `render_dashboard`), linking to the similarity
+    report when one is there; returns its path."""
+    out = Path(out_dir)
+    return write_text_atomic(out / "index.html", render_dashboard(
+        reports, run=run, lang=lang, similarity=(out / SIMILARITY_PAGE).is_file()))

@@ -5,6 +5,7 @@ Layout under `out_dir`:
     <id>.html              the student's report
     index.html             the class dashboard
     grades.csv, junit.xml, summary.md, gradescope/<id>.json
+    canvas.csv, moodle.csv, lms-unmatched.csv   LMS gradebook imports (grader.report.lms), when names match
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from grader.errors import GraderError
 from grader.report.dashboard import RunInfo, report_filename, write_dashboard
 from grader.report.exports import write_gradescope, write_grades_csv, write_junit, write_markdown
 from grader.report.html import write_submission
+from grader.report.lms import LmsFiles, write_lms
 from grader.report.outdir import write_text_atomic
 from grader.results import GradeReport, report_from_dict, to_dict
 from grader.untrusted import json_text
@@ -41,6 +43,7 @@ class Written:
     junit: Path
     summary: Path
     results: list[Path]
+    lms: LmsFiles
 
 
 def _check_unique_names(reports: list[GradeReport]) -> None:
@@ -63,12 +66,13 @@ def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str], 
 def write_all(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
               run: RunInfo | Mapping[str, object] | None = None, release_hidden: bool = False,
               write_results: bool = True, pages_current: Collection[str] = (), lang: str | None = None,
-              dashboard_lang: str | None = None) -> Written:
+              dashboard_lang: str | None = None, canvas_column: str | None = None) -> Written:
     """Write the per-student reports, the dashboard and every export (and the JSON, unless told not to).
     `pages_current`: submission ids whose page the caller has just written from the same report with
     the same `release_hidden` and language (a batch writes each page as it is graded); those are not
     rendered again. `lang`: the students' pages' language (default: each report's own);
-    `dashboard_lang`: the dashboard's (default: the grader's locale)."""
+    `dashboard_lang`: the dashboard's (default: the grader's locale). `canvas_column`: the Canvas
+    assignment column's header (default: the assignment's title)."""
     out = Path(out_dir)
     _check_unique_names(reports)
     info = RunInfo.coerce(run, reports)
@@ -87,6 +91,7 @@ def write_all(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
         junit=write_junit(reports, out / "junit.xml"),
         summary=write_markdown(reports, out / "summary.md", run=info),
         results=results,
+        lms=write_lms(reports, out, canvas_column=canvas_column or info.title or info.assignment),
     )
 
 
@@ -108,7 +113,8 @@ def load_results(results_dir: str | os.PathLike[str]) -> list[GradeReport]:
 
 def rerender(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, *,
              run: RunInfo | Mapping[str, object] | None = None, release_hidden: bool = False,
-             lang: str | None = None, dashboard_lang: str | None = None) -> Written:
+             lang: str | None = None, dashboard_lang: str | None = None,
+             canvas_column: str | None = None) -> Written:
     """Re-create the HTML and exports from saved results (default out_dir: the results folder's parent),
     the students' pages in `lang` (default: the language each was graded in)."""
     reports = load_results(results_dir)
@@ -117,4 +123,4 @@ def rerender(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str
         add_assignment_locales(known[aid] / "locales")  # its words in other languages, where installed
     target = Path(out_dir) if out_dir is not None else Path(results_dir).resolve().parent
     return write_all(reports, target, run=run, release_hidden=release_hidden, write_results=False, lang=lang,
-                     dashboard_lang=dashboard_lang)
+                     dashboard_lang=dashboard_lang, canvas_column=canvas_column)

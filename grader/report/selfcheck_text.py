@@ -72,6 +72,8 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
     if verbose:
         lines.append(say(tr("Assignment folder: {path}", path=str(g.assignment.dir))))
         lines.append(say(tr("Sandbox isolation: {isolation}", isolation=g.isolation)))
+        if r.environment.limits:
+            lines.append(say(tr("Sandbox limits: {limits}", limits=r.environment.limits)))
     return lines
 
 def load_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]:

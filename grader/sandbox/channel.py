@@ -46,6 +46,10 @@ class Channel:
         dead(): the worker died already; tree_memory: the worker's memory use, polled while
         waiting (None: a cgroup limits it)."""
         self.limits = limits
+        self.memory_cap = limits.memory_bytes
+        """The polled memory cap (the self-test's proof lowers it for its worker alone)."""
+        self.poll_interval = 0.1
+        """Seconds between two looks at the worker's memory use (with ``tree_memory``)."""
         self._die = die
         self._dead = dead
         self._crashed = crashed
@@ -116,7 +120,7 @@ class Channel:
         now = time.monotonic()
         limit_at = now + timeout
         deadline = min(limit_at, self.deadline)
-        next_poll = now + 0.1
+        next_poll = now + self.poll_interval
         need: tuple[int, int] | None = None
         while True:
             if need is None and len(self._in) >= PREFIX.size:
@@ -137,12 +141,12 @@ class Channel:
                 which = phase if limit_at <= self.deadline else tr("{phase} (whole-submission limit)", phase=phase)
                 self._die(WorkerTimeout(which, seconds), "timeout")
             if self._tree_memory is not None and now >= next_poll:
-                next_poll = now + 0.1
-                if self._tree_memory() > self.limits.memory_bytes:
+                next_poll = now + self.poll_interval
+                if self._tree_memory() > self.memory_cap:
                     self._die(WorkerCrashed("memory", memory_message(self.limits, phase)), "memory")
             rl = [self._ch] + [fd for fd in self._fds.values() if fd >= 0]
             out = self._out
-            r, w, _ = select.select(rl, [self._ch] if out else [], [], min(0.1, max(0.0, deadline - now)))
+            r, w, _ = select.select(rl, [self._ch] if out else [], [], min(self.poll_interval, max(0.0, deadline - now)))
             for fd in r:
                 if fd is not self._ch:
                     self._read_output(fd)

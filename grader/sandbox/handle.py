@@ -80,6 +80,16 @@ class Worker:
     def reply_cap(self, value: int | None) -> None:
         self._chan.reply_cap = value
 
+    def memory_in_use(self) -> int:
+        """Bytes the worker's process tree uses now (resident), as the memory poll sees them."""
+        return self._proc.tree_memory()
+
+    def lower_memory_poll(self, cap: int) -> None:
+        """Poll this worker's memory against `cap` instead of the limit, every 10 ms (the
+        self-test's proof)."""
+        self._chan.memory_cap = cap
+        self._chan.poll_interval = 0.01
+
     # -- start and load --
     def wait_started(self) -> None:
         """Wait for the worker to run and greet; raises SandboxError (and closes) when it does not

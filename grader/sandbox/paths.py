@@ -30,6 +30,16 @@ def worker_devices(extra: tuple[str, ...] = ()) -> list[str]:
     return [d for d in wanted if d.startswith("/dev/") and os.path.exists(d)]
 
 
+def gpu_devices(device: str) -> tuple[str, ...]:
+    """The NVIDIA device nodes a worker needs for `device` ("cuda...": /dev/nvidia*, nvidiactl,
+    nvidia-uvm; none for "cpu", so a CPU worker cannot open the GPU at all)."""
+    if not device.startswith("cuda"):
+        return ()
+    import glob
+
+    return tuple(sorted(p for p in glob.glob("/dev/nvidia*") if not os.path.isdir(p)))
+
+
 def hidden_ancestors(paths: list[str]) -> list[str]:
     """Top-most ancestors of `paths` that uid 65534 cannot traverse (mode lacks o+x)."""
     out: set[str] = set()
@@ -48,13 +58,23 @@ def hidden_ancestors(paths: list[str]) -> list[str]:
     return sorted(out)
 
 
-def read_allowlist(*, with_sys_path: bool = True) -> list[str]:
+SYS_FOR_CPU = ("/sys/devices/system/cpu", "/sys/devices/system/node")
+"""What torch (and its OpenMP) reads of /sys on the CPU: the CPU and NUMA topology. Not the rest of
+/sys: among it, every cgroup's counters (a neighbour's memory and CPU use)."""
+HIDDEN_SYS = ("/sys/fs/cgroup",)
+"""Covered by an empty mount in every worker's mount namespace, whatever the device."""
+
+
+def read_allowlist(*, with_sys_path: bool = True, device: str = "cpu") -> list[str]:
     """Where a worker may read: the interpreter, its libraries and system files, the folders of every
     shared library this process has mapped (a conda or Nix store included) and, `with_sys_path`,
-    every sys.path folder (.pth additions too). The grader's own files come out in `worker_paths`."""
+    every sys.path folder (.pth additions too). The grader's own files come out in `worker_paths`.
+    Of /sys, the CPU topology only, unless `device` is a GPU (its driver reads PCI and module
+    entries there)."""
     import sysconfig
 
-    paths = {"/usr", "/lib", "/lib64", "/bin", "/etc", "/proc", "/sys", sys.prefix, sys.base_prefix,
+    sys_read = ("/sys",) if device.startswith("cuda") else SYS_FOR_CPU
+    paths = {"/usr", "/lib", "/lib64", "/bin", "/etc", "/proc", *sys_read, sys.prefix, sys.base_prefix,
              sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         try:
@@ -158,16 +178,17 @@ def grader_paths() -> tuple[list[str], str | None]:
     return sorted(secret), checkout
 
 
-def worker_paths() -> tuple[list[str], list[str]]:
+def worker_paths(device: str = "cpu") -> tuple[list[str], list[str]]:
     """(what a worker may read, what is covered in its mount namespace)."""
     secret, checkout = grader_paths()
     hidden = secret + ([checkout] if checkout else [])
-    readable = allow_except(read_allowlist(), hidden)
+    readable = allow_except(read_allowlist(device=device), hidden)
     if checkout:  # an interpreter inside the checkout (a .venv) stays visible; nothing else there
-        readable += [p for p in read_allowlist(with_sys_path=False) if below(p, checkout)]
+        readable += [p for p in read_allowlist(with_sys_path=False, device=device) if below(p, checkout)]
         readable += [p for p in library_path() if below(p, checkout)
                      and any(below(p, r) for r in readable if below(r, checkout))]
-    return allow_except(sorted(set(readable)), secret), hidden
+    covered = hidden + [p for p in HIDDEN_SYS if os.path.isdir(p)]
+    return allow_except(sorted(set(readable)), secret), covered
 
 
 def allow_except(allowed: list[str], denied: list[str],

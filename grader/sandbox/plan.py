@@ -26,8 +26,8 @@ ORDER = ("namespaces", "uid", "landlock", "seccomp", "cgroup", "rss", "rlimits")
 class IsolationPlan:
     features: frozenset[str]
     """What every worker applies: namespaces, uid, landlock, seccomp, cgroup, rss, rlimits."""
-    cgroup_bases: tuple[str, str, str | None] | None = None
-    """The memory, pids and cpu (or None) cgroup folders a worker's cgroups go in; None: rss polling."""
+    hierarchy: cgroups.Hierarchy | None = None
+    """Where a worker's cgroups go (v1 or v2); None: rss polling."""
     hide: tuple[str, ...] = ()
     """Ancestors of the read paths masked in the worker (the read paths below them are bound back)."""
     read_paths: tuple[str, ...] = ()
@@ -42,12 +42,17 @@ class IsolationPlan:
 
     @property
     def name(self) -> str:
-        """The level's name, e.g. "namespaces+uid+landlock+seccomp+cgroup+rlimits" or "process+rss+rlimits"."""
-        base = [] if "namespaces" in self.features else ["process"]
-        return "+".join(base + [f for f in ORDER if f in self.features])
+        return level_name(self.features)
 
 
-def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, str], root: str) -> IsolationPlan:
+def level_name(features: frozenset[str]) -> str:
+    """A level's name, e.g. "namespaces+uid+landlock+seccomp+cgroup+rlimits" or "process+rss+rlimits"."""
+    base = [] if "namespaces" in features else ["process"]
+    return "+".join(base + [f for f in ORDER if f in features])
+
+
+def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, str], root: str,
+           device: str = "cpu") -> IsolationPlan:
     """The plan for `isolation` ("auto": the strongest available; "process"), from the probe
     `probe_proc` started earlier (or one started now); the probe is waited for or killed."""
     feats = {"rlimits"}
@@ -66,7 +71,7 @@ def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, s
     if probe.get("namespaces"):
         feats.add("namespaces")
         userns = bool(probe.get("userns"))
-    read_paths, cover = paths.worker_paths()
+    read_paths, cover = paths.worker_paths(device)
     hide: list[str] = []
     if probe.get("root"):
         hidden = paths.hidden_ancestors(read_paths)
@@ -79,15 +84,14 @@ def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, s
         abi = probe["landlock"]
     if probe.get("seccomp"):
         feats.add("seccomp")
-    bases = None
-    mem, pids = cgroups.base("memory"), cgroups.base("pids")
-    if mem and pids:
+    hierarchy = cgroups.find()
+    if hierarchy is not None:
         feats.add("cgroup")
-        bases = (mem, pids, cgroups.base("cpu"))
+        cgroups.remove_stale(hierarchy, prestart.dead)
     else:
         feats.add("rss")
-    return IsolationPlan(features=frozenset(feats), cgroup_bases=bases, hide=tuple(hide),
-                         read_paths=tuple(read_paths), cover=tuple(cover), devices=tuple(paths.worker_devices()),
+    return IsolationPlan(features=frozenset(feats), hierarchy=hierarchy, hide=tuple(hide),
+                         read_paths=tuple(read_paths), cover=tuple(cover), devices=tuple(paths.worker_devices(paths.gpu_devices(device))),
                          landlock_abi=abi, userns=userns)
 
 

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 
-from grader.sandbox import cgroups, jail
+from grader.sandbox import jail
 from grader.sandbox.errors import SandboxError
 
 LINUX = sys.platform.startswith("linux")
@@ -51,11 +51,14 @@ def child_env(device: str) -> dict[str, str]:
     return env
 
 
-def remove_stale() -> None:
-    """Scratch roots and empty cgroups left by a grader that was killed (SIGKILL skips clean-up)."""
-    def dead(pid: str) -> bool:
-        return pid.isdigit() and not os.path.exists(f"/proc/{pid}")
+def dead(pid: str) -> bool:
+    """`pid` (text) names no running process."""
+    return pid.isdigit() and not os.path.exists(f"/proc/{pid}")
 
+
+def remove_stale() -> None:
+    """Scratch roots left by a grader that was killed (SIGKILL skips clean-up); its cgroups are
+    removed once the sandbox has found its cgroup hierarchy (`grader.sandbox.plan.choose`)."""
     tmp = tempfile.gettempdir()
     try:
         for name in os.listdir(tmp):
@@ -63,18 +66,6 @@ def remove_stale() -> None:
                 shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
     except OSError:
         pass
-    if not LINUX:
-        return
-    for controller in ("memory", "pids", "cpu"):
-        base = cgroups.base(controller)
-        if not base:
-            continue
-        for name in os.listdir(base):
-            if name.startswith("grader-") and dead(name.split("-")[1]):
-                try:
-                    os.rmdir(os.path.join(base, name))
-                except OSError:
-                    pass
 
 
 def make_root() -> str:

@@ -105,7 +105,6 @@ class Sandbox:
             raise ValueError(f"isolation must be 'auto' or 'process', not {isolation!r}")
         self.limits = limits
         self.device = device
-        self._accept = accept_isolation
         self._lock = threading.Lock()
         self._zlock: Any = contextlib.nullcontext()
         """Held around each zygote request; a process lock once `share_with_forks` is called."""
@@ -142,7 +141,7 @@ class Sandbox:
         self._direct = False
         _LIVE.add(self)
         try:
-            self._plan = plans.choose(isolation, probe, self._env, self._root)
+            self._plan = plans.choose(isolation, probe, self._env, self._root, device)
             self._sys_path = plans.worker_sys_path(self._plan.read_paths)
             self.features: frozenset[str] = self._plan.features
             self.isolation: str = self._plan.name
@@ -155,8 +154,14 @@ class Sandbox:
                 self._zygote.wait_ready(self.limits.start_timeout_s)
                 if warm_meta:
                     self._zygote.warm_meta(self.limits.start_timeout_s)
+            self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation)
+            """What bounds each worker's resources here, in plain words (every result records it)."""
             if self_test:
-                selftest.check(self, meta=warm_meta or self._zygote is None)
+                proof = selftest.check(self, meta=warm_meta or self._zygote is None,
+                                       hierarchy=self._plan.hierarchy)
+                self.isolation = selftest.proven_level(self.features, proof, accept=accept_isolation)
+                if proof.unproven:
+                    self.limits_note = f"{', '.join(proof.unproven)} limit not proven, accepted by the instructor"
         except BaseException:
             self.close()
             raise
@@ -253,7 +258,7 @@ class Sandbox:
         seq = next(_SEQ)
         scratch = tempfile.mkdtemp(dir=self._root, prefix=f"w{seq}-")
         _write_files(scratch, files or {})
-        made = cgroups.make(self._plan.cgroup_bases, seq, self.limits) if self._plan.cgroup_bases else []
+        made = cgroups.make(self._plan.hierarchy, seq, self.limits) if self._plan.hierarchy else []
         cfg = plans.worker_config(self._plan, self.limits, scratch=scratch, main=main, cgroups=made,
                                   sys_path=self._sys_path, device=self.device)
         h_ch, c_ch = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -14,11 +14,13 @@ ID_BYTES = 120
 
 OUTPUT_NAMES = frozenset({
     "index", "grades", "results", "gradescope", "junit", "summary", "gradebook", "ledger",
+    "similarity", "canvas", "moodle", "lms-unmatched",
     # names Windows reserves for devices: a report called con.html cannot be opened there
     "con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10)),
 })
 """Stems of what a batch writes in its output folder (index.html, grades.csv, results/, gradescope/,
-junit.xml, summary.md, gradebook.sqlite, ledger.sqlite) and device names: never a student's report
+junit.xml, summary.md, gradebook.sqlite, ledger.sqlite, similarity.html/.csv, canvas.csv, moodle.csv,
+lms-unmatched.csv) and device names: never a student's report
 name (`grader.submission.ids.student_id`, `grader.report.dashboard.report_filename` add a hash to them)."""
 
 

@@ -155,7 +155,7 @@ def _recv(sock: socket.socket, deadline: float) -> tuple[dict, bytes]:
             raise ValueError(f"a reply of {n_head + n_payload} bytes")
         header = json.loads(_exactly(sock, n_head))
         return header, _exactly(sock, n_payload)
-    except socket.timeout:
+    except TimeoutError:
         raise TimeoutError from None
 
 

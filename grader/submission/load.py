@@ -15,7 +15,7 @@ import stat
 import warnings
 import zipfile
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 from grader.i18n import Msg, tr
 from grader.submission.ids import student_id

@@ -72,8 +72,8 @@ def test_batch_exits_0_and_writes_every_output(graded):
     _, out, result = graded
     assert result.exit_code == 0, result.output
     assert sorted(result_bytes(out)) == CLASS_IDS
-    assert sorted(p.stem for p in out.glob("*.html")) == sorted(CLASS_IDS + ["index"])
-    for name in ("grades.csv", "junit.xml", "summary.md", "gradebook.sqlite", "ledger.sqlite"):
+    assert sorted(p.stem for p in out.glob("*.html")) == sorted(CLASS_IDS + ["index", "similarity"])
+    for name in ("grades.csv", "junit.xml", "summary.md", "gradebook.sqlite", "ledger.sqlite", "similarity.csv"):
         assert (out / name).is_file(), name
     assert sorted(p.stem for p in (out / "gradescope").glob("*.json")) == CLASS_IDS
     assert not list((out / "results").glob(".*")), "no temporary files left behind"

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli.app import main
+from grader.results import SCHEMA_VERSION
 
 pytestmark = pytest.mark.slow  # full tier: whole check, grade and ci runs in Chinese
 
@@ -127,7 +128,7 @@ def _page(out: Path, stem: str) -> str:
 def test_grade_records_the_language_and_the_students_read_chinese_while_the_dashboard_is_english(graded_zh):
     [result_json] = [p for p in (graded_zh / "results").glob("*.json") if p.name.startswith("张三")]
     data = json.loads(result_json.read_text(encoding="utf-8"))
-    assert data["lang"] == "zh-CN" and data["schema_version"] == 2 and data["submission"]["id"] == "张三"
+    assert data["lang"] == "zh-CN" and data["schema_version"] == SCHEMA_VERSION and data["submission"]["id"] == "张三"
     failing = next(c for c in data["cases"] if c["id"] == "attention_causal_small")
     assert failing["message"].startswith("Masked positions received attention weight")  # English kept for old readers
     assert failing["message_i18n"][0]["msgid"] == failing["message"]

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from grader.cli.app import main
@@ -50,7 +51,7 @@ def grade(*args) -> object:
 def test_a_malformed_cluster_address_is_an_operator_error(tmp_path):
     result = grade(SDPA, "-a", "masked-attention", "-o", tmp_path / "out", "--cluster", "head-node:8786")
     assert result.exit_code == 2
-    assert "--cluster 'head-node:8786': expected local:N or a scheduler address like tcp://scheduler-host:8786" \
+    assert "--cluster 'head-node:8786': expected local:N or a scheduler address like tls://scheduler-host:8786" \
         in result.output
     result = grade(SDPA, "-a", "masked-attention", "-o", tmp_path / "out", "--cluster", "local:0")
     assert result.exit_code == 2 and "a local cluster needs at least one worker" in result.output
@@ -60,3 +61,14 @@ def test_jobs_and_cluster_together_are_a_usage_error(tmp_path):
     result = grade(SDPA, "-a", "masked-attention", "-o", tmp_path / "out", "--cluster", "local:2", "-j", "2")
     assert result.exit_code == 2
     assert "-j/--jobs and --cluster cannot be combined" in result.output
+
+
+def test_a_plain_tcp_scheduler_is_refused_unless_explicitly_allowed(tmp_path):
+    pytest.importorskip("distributed")
+    result = grade(SDPA, "-a", "masked-attention", "-o", tmp_path / "out", "--cluster", "tcp://127.0.0.1:9")
+    assert result.exit_code == 2
+    assert ("Error: --cluster tcp://127.0.0.1:9 is not TLS: it is not encrypted, and anyone who can reach the "
+            "scheduler can join as a worker, receive the hidden cases and every submission, and return forged "
+            "results. Use a tls:// scheduler with certificates (docs/cluster.md), or pass --insecure-cluster") \
+        in result.output
+    assert not (tmp_path / "out" / "results").exists()

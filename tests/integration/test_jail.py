@@ -87,6 +87,13 @@ def test_reference_and_grader_files_cannot_be_read_or_imported(sb):
         assert w.call("import_reference") == "no: ModuleNotFoundError"
 
 
+def test_sys_shows_the_cpu_topology_and_no_cgroup_counters(sb):
+    needs(sb, "namespaces")
+    with jailbreak(sb) as w:
+        assert w.call("neighbours_counters") == []
+        assert w.call("cpu_topology") == ["cpu0"]
+
+
 # 3, 4. sockets, namespaces, kernel interfaces ---------------------------------------------------
 
 def test_no_socket_of_any_family(sb, tmp_path):

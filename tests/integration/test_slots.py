@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="slot processes 
 
 class _NoSandbox:
     isolation = "none (test)"
+    limits_note = ""
 
     def __init__(self):
         self.shared = False

@@ -79,5 +79,5 @@ def test_farthest_of_keeps_per_element_the_result_farthest_from_the_oracle():
     assert torch.equal(worst, torch.tensor([-0.2, 1.25, 2.5], dtype=torch.float16))
     for sel in ([True, False, False], [False, True, True]):  # over any selection: the larger own error
         m = torch.tensor(sel)
-        err = lambda t: float((t.double() - oracle)[m].abs().max())  # noqa: E731
+        err = lambda t, m=m: float((t.double() - oracle)[m].abs().max())  # noqa: E731
         assert err(worst) == max(err(a), err(b))

@@ -4,7 +4,6 @@ stall, exhaust or crash the reader is that student's load error, and the next st
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 

@@ -166,3 +166,20 @@ def lazy_import():
     import importlib
     mod = importlib.import_module("torch.fx.experimental.symbolic_shapes")
     return mod.__name__
+
+
+def neighbours_counters():
+    """Read the cgroup counters of the machine (another worker's memory and CPU use among them);
+    returns what could be listed."""
+    found = []
+    for d in ("/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified"):
+        try:
+            found += [os.path.join(d, n) for n in os.listdir(d)]
+        except OSError:
+            pass
+    return found
+
+
+def cpu_topology():
+    """What torch and OpenMP read of /sys on the CPU: it must stay readable."""
+    return sorted(n for n in os.listdir("/sys/devices/system/cpu") if n.startswith("cpu"))[:1]

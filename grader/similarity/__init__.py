@@ -1,0 +1,1 @@
+"""Similarity between a batch's submissions: code fingerprints (winnowing) and identical wrong outputs."""
