@@ -275,9 +275,7 @@ class GradeReport:
     schema_version: int = SCHEMA_VERSION
 
     def concepts_failed(self) -> list[str]:
-        """The concepts of the failed cases, in order; a case that did not run ("not-run") names none:
-        it follows from what another case (or loading) already says."""
-        seen: list[str] = []
+        seen: list[str] = []  # in order; "not-run" follows from another case: not a concept
         for c in self.cases:
             if c.outcome is not Outcome.PASSED and c.concept and c.concept != "not-run" and c.concept not in seen:
                 seen.append(c.concept)
