@@ -275,9 +275,9 @@ class GradeReport:
     schema_version: int = SCHEMA_VERSION
 
     def concepts_failed(self) -> list[str]:
-        seen: list[str] = []
+        seen: list[str] = []  # in order; "not-run" follows from another case: not a concept
         for c in self.cases:
-            if c.outcome is not Outcome.PASSED and c.concept and c.concept not in seen:
+            if c.outcome is not Outcome.PASSED and c.concept and c.concept != "not-run" and c.concept not in seen:
                 seen.append(c.concept)
         return seen
 

@@ -12,7 +12,7 @@ import reference
 from grader.cases import Setup, Verdict, case
 from grader.checks.attention import MESSAGES, check_attention
 from grader.checks.compare import check_structure
-from grader.checks.masks import check_mask
+from grader.checks.masks import check_mask, with_mask_messages
 from grader.i18n import tr
 
 from ._common import (attention_setup, check_fully_masked, check_on_meta, check_twice, fully_masked_setup, make_loud,
@@ -36,7 +36,7 @@ def _(student, s, param):
     lq, lk = param
     return check_mask(student.causal_mask(lq, lk), s.expected, what=f"causal_mask({lq}, {lk})",
                       concept="causal-alignment", message=MESSAGES["causal-alignment"],
-                      alternatives=s.extra["alt"])
+                      alternatives=with_mask_messages(s.extra["alt"]))
 
 
 @case("causal_mask_device", title="causal_mask creates the mask on the requested device",
@@ -74,7 +74,7 @@ def _(student, s, param):
     return check_mask(student.padding_mask(lengths, i["max_len"], side=param), s.expected,
                       what=f"padding_mask(lengths, 6, side={param!r})", concept="padding-mask",
                       message=tr("With side='left' the real tokens are the last `length` positions of the row."),
-                      alternatives={"padding-mask": s.extra["other"]})
+                      alternatives=with_mask_messages({"padding-mask": s.extra["other"]}))
 
 
 @case("combine_masks_padded", title="combine_masks with a rectangular causal mask and padding",
@@ -95,7 +95,7 @@ def _(student, s, param):
                       what="combine_masks(causal, padding)", concept="mask-combination",
                       message=tr("combine_masks returns causal[None, None] & padding[:, None, None, :], shape (B, 1, "
                                  "Lq, Lk)."),
-                      alternatives=s.extra["alt"])
+                      alternatives=with_mask_messages(s.extra["alt"]))
 
 
 # --- attention: float32 ------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import reference
 from grader.cases import Setup, Verdict, case
 from grader.checks.attention import MESSAGES, check_attention
 from grader.checks.compare import check_structure
-from grader.checks.masks import check_mask
+from grader.checks.masks import check_mask, with_mask_messages
 from grader.i18n import tr
 
 from ._common import (attention_setup, check_fully_masked, check_on_meta, check_twice, fully_masked_setup, make_loud,
@@ -30,7 +30,7 @@ def _(student, s, param):
     n = s.inputs["q_len"]
     return check_mask(student.causal_mask(n), s.expected, what="causal_mask(6)", concept="causal-diagonal",
                       message=tr("Query i may attend to keys 0..i (itself included) and to no later key."),
-                      alternatives={"causal-diagonal": torch.ones(n, n, dtype=torch.bool).tril(-1)})
+                      alternatives=with_mask_messages({"causal-diagonal": torch.ones(n, n, dtype=torch.bool).tril(-1)}))
 
 
 @case("padding_mask_right", title="padding_mask with right padding", concept="padding-mask",
@@ -63,7 +63,7 @@ def _(student, s, param):
     return check_mask(student.combine_masks(s.inputs["causal"], s.inputs["padding"]), s.expected,
                       what="combine_masks(causal, padding)", concept="mask-combination",
                       message=tr("The result is (B, 1, Lq, Lk): causal[None, None] & padding[:, None, None, :]."),
-                      alternatives=s.extra["alt"])
+                      alternatives=with_mask_messages(s.extra["alt"]))
 
 
 @case("attention_basic", title="masked_attention without a mask", concept="softmax-axis",
@@ -109,7 +109,7 @@ def causal_mask_offset(ctx):
 def _(student, s, param):
     lq, lk = param
     return check_mask(student.causal_mask(lq, lk), s.expected, what=f"causal_mask({lq}, {lk})",
-                      concept="causal-alignment", message=MESSAGES["causal-alignment"], alternatives=s.extra["alt"])
+                      concept="causal-alignment", message=MESSAGES["causal-alignment"], alternatives=with_mask_messages(s.extra["alt"]))
 
 
 @case("causal_mask_on_device", title="causal_mask(2, 3, device='meta') is made on that device",
@@ -145,7 +145,7 @@ def _(student, s, param):
     return check_mask(student.padding_mask(torch.tensor(i["lengths"]), i["max_len"], side="left"), s.expected,
                       what="padding_mask(lengths, 4, side='left')", concept="padding-mask",
                       message=tr("With side='left' the real tokens are the last `length` positions of the row."),
-                      alternatives={"padding-mask": s.extra["other"]})
+                      alternatives=with_mask_messages({"padding-mask": s.extra["other"]}))
 
 
 @case("attention_empty_row", title="masked_attention when a query may see no key: zeros, finite gradients",

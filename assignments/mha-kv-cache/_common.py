@@ -16,12 +16,13 @@ import torch
 import reference
 from grader.cases import Setup, SetupContext, Verdict
 from grader.checks.compare import Expected, check_comparable, check_structure, check_values, identical
+from grader.checks.diagnose import concept_of_exception
 from grader.checks.explore import mask_step_explorer
 from grader.checks.hypotheses import Hypotheses, concept_of, matching_mistake
 from grader.assignment.builtin import CONCEPTS
 from grader.results import Evidence
 from grader.sandbox import StudentError
-from grader.i18n import tr
+from grader.i18n import Msg, tr
 
 NAMES = ("W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight")
 LAYOUT = ("head-split", "head-split/interleaved", "head-split/interleaved-both", "head-merge", "scaling")
@@ -142,9 +143,13 @@ def run_steps(student, m, x: torch.Tensor, steps, *, mask=None, causal: bool = T
     """Decode through the student's cache; returns (outputs concatenated, cache length after each step)."""
     cache = student.KVCache()
     outs, lengths = [], []
-    for start, end in steps:
+    for n, (start, end) in enumerate(steps):
         kw = {} if mask is None else {"mask": mask[:, None, None, :end]}
-        out = m(x[:, start:end], causal=causal, cache=cache, **kw)
+        try:
+            out = m(x[:, start:end], causal=causal, cache=cache, **kw)
+        except StudentError as e:
+            e.step, e.new, e.total = n, end - start, end  # where: a later step after good ones points at sizes
+            raise
         if type(out) is not torch.Tensor:
             raise Refused(Verdict.fail("signature", tr("forward returned {name}, expected a tensor.", name=type(out).__name__)))
         outs.append(out)
@@ -188,6 +193,7 @@ def broken_cache(student) -> Verdict | None:
     try:
         cache = student.KVCache()
         cache.append(k1, v1)
+        first = cache.length()
         got = cache.append(k2, v2)
     except StudentError as e:
         if e.exc_type == "NotImplementedError":
@@ -200,13 +206,25 @@ def broken_cache(student) -> Verdict | None:
         return Verdict.fail("kv-cache-append", tr("Decoding failed because KVCache.append does not return the "
                                                   "concatenation of everything cached so far on the time axis (dim "
                                                   "2)."))
-    if cache.length() != 3:
+    n = cache.length()
+    if first != 2:  # the second append returned the first step too, so it was kept: only the count is wrong
+        return Verdict.fail("kv-cache-growth", len_message([first, n], [2, 3]))
+    if n != 3:
         return Verdict.fail("kv-cache-append", tr("Decoding failed because the cache does not keep what it appends: "
                                                   "after appends of 2 and 1 steps, len(cache) should be 3."))
     return None
 
 
-def check_decode(student, s: Setup, *, concept: str) -> Verdict:
+def len_message(lengths: list, want: list) -> "Msg":
+    """append keeps and returns every step, but __len__ counts something else (the batch, the heads)."""
+    return tr("KVCache.append keeps and returns every step, but len(cache) after each step is {lengths}, expected "
+              "{want}: __len__ must count the cached time steps (dim 2 of the keys), not the batch or the heads.",
+              lengths=repr(lengths), want=repr(want))
+
+
+def check_decode(student, s: Setup, *, concept: str, on_error: dict[str, str] | None = None) -> Verdict:
+    """Decode through the student's cache and compare. ``on_error``: the case's own patterns (as in
+    ``@case``), for an exception raised at a later step."""
     i = s.inputs
     m = load_student(student, i["d"], i["h"], i["weights"])
     causal = i.get("causal", True)
@@ -218,12 +236,27 @@ def check_decode(student, s: Setup, *, concept: str) -> Verdict:
         cause = broken_cache(student) or root_cause(student, m, s.extra["probe"], i["x"])
         if cause:
             return cause
+        if getattr(e, "step", 0) > 0:  # the first steps ran: what fails depends on this step's sizes
+            return Verdict.fail(concept_of_exception(e.exc_type, e.message, concept, on_error), tr(
+                "forward ran the first {steps} step(s) but raised {exc} at the step of {new} new token(s) with "
+                "{total} cached: {detail}. Whatever is sized by the sequence (the causal mask, the padding mask, "
+                "buffers) must have this step's sizes: {new} queries, {total} keys.", steps=e.step, exc=e.exc_type,
+                new=e.new, total=e.total, detail=" ".join(e.message.split())[:160]), Evidence(traceback=e.traceback))
         raise
     want = [end for _, end in i["steps"]]
     if lengths != want:
-        c = "kv-cache-append" if len(set(lengths)) == 1 or broken_cache(student) else "kv-cache-growth"
-        return Verdict.fail(c, message_for(c),
-                            Evidence(notes=[tr("len(cache) after each step: {lengths}; expected {want}", lengths=lengths, want=want)]))
+        # What len(cache) said over the steps decides, with the cache tried on its own: a cache
+        # whose append is right and whose len is wrong has a wrong __len__; one that is right on
+        # its own was not appended to (or was appended the wrong tensors) by forward.
+        seen = Evidence(notes=[tr("len(cache) after each step: {lengths}; expected {want}", lengths=lengths, want=want)])
+        alone = broken_cache(student)
+        if alone is not None and alone.concept == "kv-cache-growth":
+            return Verdict.fail("kv-cache-growth", len_message(lengths, want), seen)
+        if alone is not None:
+            return Verdict(False, alone.concept, alone.text, seen)
+        c = "kv-cache-append" if len(set(lengths)) == 1 else "kv-cache-growth"
+        return Verdict.fail(c, tr("{rule} len(cache) after each step: {lengths}; expected {want}.",
+                                  rule=message_for(c), lengths=repr(lengths), want=repr(want)), seen)
     return with_explorer(check_mha(got, s.expected, s.extra["mistakes"], concept=concept, where=s.extra.get("rows"),
                                    what="the concatenated decode outputs"), s)
 

@@ -334,7 +334,7 @@ def cache_option_pairs(ctx):
 def _(student, s, param):
     side, causal, _ = param
     concept = "mask-combination" if side else "causal-alignment" if causal else "kv-cache-growth"
-    return check_decode(student, s, concept=concept)
+    return check_decode(student, s, concept=concept, on_error=MASK_SIZE)
 
 
 @case("mha_empty_rows", title="Left-padded positions that see no key output zeros (causal=True, or one combined mask)",

@@ -16,7 +16,7 @@ from grader.sandbox import StudentError
 from grader.i18n import tr
 
 from ._common import (MESSAGES, check_decode, check_forward, check_mha, check_on_meta, check_twice, decode_setup,
-                      expected, forward_setup, guarded, load_student, make_weights)
+                      expected, forward_setup, guarded, len_message, load_student, make_weights)
 
 
 @case("init_validation", title="MultiHeadAttention rejects d_model not divisible by h", concept="validation",
@@ -90,7 +90,14 @@ def check_appends(student, chunks) -> Verdict:
         return Verdict.fail("kv-cache-growth", tr("A new KVCache should have length 0; yours has {n0}.", n0=repr(n0)))
     ks, vs, lengths = [], [], []
     for k, v in chunks:
-        got = cache.append(k, v)
+        try:
+            got = cache.append(k, v)
+        except StudentError as e:  # append alone raised: the evidence is about append
+            if e.exc_type == "NotImplementedError":
+                raise
+            return Verdict.fail("kv-cache-append", tr(
+                "KVCache.append raised {exc}: {detail}. Concatenate on the time axis, dim 2 of (B, h, T, d_k).",
+                exc=e.exc_type, detail=" ".join(e.message.split())[:160]), Evidence(traceback=e.traceback))
         ks.append(k)
         vs.append(v)
         if not isinstance(got, (tuple, list)) or len(got) != 2:
@@ -104,13 +111,15 @@ def check_appends(student, chunks) -> Verdict:
         lengths.append(cache.length())
     want_lengths = [sum(k.shape[2] for k, _ in chunks[: i + 1]) for i in range(len(chunks))]
     if lengths != want_lengths:
+        seen = Evidence(notes=[tr("len(cache) after each append: {lengths}; expected {want_lengths}", lengths=lengths,
+                                  want_lengths=want_lengths)])
+        if lengths[0] != want_lengths[0]:  # the later appends returned this step too, so it was kept: len is wrong
+            return Verdict.fail("kv-cache-growth", len_message(lengths, want_lengths), seen)
         if len(set(lengths)) == 1:  # the right tensors came back, but the cache never kept them
             return Verdict.fail("kv-cache-append", tr("append returned the right tensors but did not keep them: "
                                                       "store the concatenated keys and values in the cache for the "
-                                                      "next step."),
-                                Evidence(notes=[tr("len(cache) after each append: {lengths}; expected {want_lengths}", lengths=lengths, want_lengths=want_lengths)]))
-        return Verdict.fail("kv-cache-growth", MESSAGES["kv-cache-growth"],
-                            Evidence(notes=[tr("len(cache) after each append: {lengths}; expected {want_lengths}", lengths=lengths, want_lengths=want_lengths)]))
+                                                      "next step."), seen)
+        return Verdict.fail("kv-cache-growth", MESSAGES["kv-cache-growth"], seen)
     return Verdict.ok()
 
 

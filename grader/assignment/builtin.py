@@ -41,6 +41,8 @@ CONCEPTS: dict[str, str] = {
     "load-error": N_("The submission could not be loaded"),
     "timeout": N_("The code ran past its time limit"),
     "crash": N_("The worker process died while running the code"),
+    "exception": N_("The code raised an exception"),
+    "not-run": N_("Not run"),
 }
 
 
@@ -151,6 +153,14 @@ EXPLANATIONS: dict[str, str] = {
         N_("The process running your code stopped unexpectedly, for example by running out of memory. "
            "Check for very large allocations or anything that exits the interpreter.")
     ),
+    "exception": (
+        N_("Your code stopped with an exception in this case, so its result could not be checked. "
+           "The message and the traceback (grader check -v) show where; make the same call yourself to see it.")
+    ),
+    "not-run": (
+        N_("This case did not run because of what happened before it. The file did not load, the same "
+           "function kept crashing or timing out, or the whole submission ran out of time.")
+    ),
 }
 
 CLASS_PHRASES: dict[str, str] = {
@@ -180,6 +190,8 @@ CLASS_PHRASES: dict[str, str] = {
     "load-error": N_("handed in a submission that could not be loaded"),
     "timeout": N_("ran past a time limit"),
     "crash": N_("crashed the worker process"),
+    "exception": N_("raised an exception"),
+    "not-run": N_("had cases that could not run"),
 }
 
 

@@ -3,7 +3,8 @@
 Every failing case names one concept. An assignment declares its own in ``[[concepts]]`` tables of
 spec.toml (id, title, explanation, dashboard sentence); the grader itself adds only the few it
 names whatever the assignment (``CORE``: a missing entry point, a submission that cannot load, a
-timeout, a crash). The vocabulary travels in the results JSON (``GradeReport.concepts``), so a
+timeout, a crash, an exception no concept explains, a case that did not run). These last four are
+outcomes rather than causes: they say what happened, never why. The vocabulary travels in the results JSON (``GradeReport.concepts``), so a
 report re-rendered later uses the words it was graded with. Results written before concepts were
 declared carry none: ``BUILTIN`` (the attention vocabulary of 0.2) names them.
 
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from grader.errors import AssignmentSpecError
 from grader.results import Concept
 
-CORE = ("signature", "load-error", "timeout", "crash")
+CORE = ("signature", "load-error", "timeout", "crash", "exception", "not-run")
 """Concepts the grader names itself, for any assignment (an assignment may reword them)."""
 
 KEYS = {"id", "title", "explanation", "dashboard"}

@@ -52,9 +52,20 @@ def additive_mask_verdict(actual: object, expected: torch.Tensor, what: str) -> 
     return None
 
 
+Alternative = torch.Tensor | tuple[torch.Tensor, Msg | str]
+
+
+def with_mask_messages(alternatives: dict[str, torch.Tensor]) -> dict[str, Alternative]:
+    """``alternatives`` with this module's attention-mask sentences (`MASK_MESSAGES`) for the
+    concepts it has one for: for assignments whose concepts mean what these sentences say."""
+    return {c: (m, MASK_MESSAGES[c]) if c in MASK_MESSAGES else m for c, m in alternatives.items()}
+
+
 def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: str, message: Msg | str,
-               alternatives: dict[str, torch.Tensor] | None = None) -> Verdict:
-    """Exact comparison of a bool mask; ``alternatives`` maps a concept to the mask that mistake builds."""
+               alternatives: dict[str, Alternative] | None = None) -> Verdict:
+    """Exact comparison of a bool mask; ``alternatives`` maps a concept to the mask that mistake
+    builds, or to (mask, message). A mask reproduced without a message of its own is said in the
+    concept's own words (its title, filled in by the engine), never in the case's message."""
     convention = additive_mask_verdict(actual, expected, what)
     if convention:
         return convention
@@ -79,8 +90,10 @@ def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: st
     if torch.equal(got, ~exp):
         return Verdict.fail("mask-convention", MASK_MESSAGES["inverted"], ev)
     for alt_concept, alt in (alternatives or {}).items():
-        if alt.shape == got.shape and torch.equal(got, alt.cpu()):
-            return Verdict.fail(alt_concept, MASK_MESSAGES.get(alt_concept, message), ev)
+        # a bare mask: said in its concept's words (the case's own message when it is the case's concept)
+        alt_mask, alt_message = alt if isinstance(alt, tuple) else (alt, message if alt_concept == concept else "")
+        if alt_mask.shape == got.shape and torch.equal(got, alt_mask.cpu()):
+            return Verdict.fail(alt_concept, alt_message, ev)
     return Verdict.fail(concept, message, ev)
 
 

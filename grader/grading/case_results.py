@@ -19,7 +19,7 @@ from grader.assignment.spec import Assignment
 from grader.cases import CaseInstance, Setup, Verdict
 from grader.errors import AssignmentSpecError
 from grader.grading.scoring import total
-from grader.i18n import DEFAULT, Msg
+from grader.i18n import DEFAULT, Msg, tr
 from grader.results import (AssignmentInfo, CaseResult, CellError, Environment, GradeReport, LoadInfo, Outcome,
                             Points, SubmissionInfo)
 from grader.submission.load import LoadedSubmission, unit_title
@@ -37,18 +37,27 @@ def case_result(a: Assignment, inst: CaseInstance, outcome: Outcome, v: Verdict,
             raise AssignmentSpecError(vocab.unknown(v.concept, a.concepts,
                                                     f"{inst.case.where()}: case {inst.id!r} failed with"))
         v = dataclasses.replace(v, concept=inst.case.concept)
+    concept = None if passed or v.placeholder else (v.concept or inst.case.concept)
+    message = v.text
+    if concept is not None and not str(message).strip():  # a check that named only a concept: its rule
+        message = tr("{rule}.", rule=tr(a.concepts[concept].title))
     return CaseResult(
         id=inst.id, title=inst.case.title, outcome=outcome,
         points=Points(inst.points if passed else 0.0, inst.points), hidden=inst.case.hidden,
-        concept=None if passed or v.placeholder else (v.concept or inst.case.concept), message=v.text,
+        concept=concept, message=message,
         evidence=v.evidence, duration_s=round(duration, 4))
 
 
 def all_failed(a: Assignment, instances: Iterable[CaseInstance], concept: str,
                message: Msg | str) -> list[CaseResult]:
-    """Every case failed for one reason (TIMEOUT for "timeout", ERROR otherwise): none of them ran."""
+    """Every case failed for one reason (TIMEOUT for "timeout", ERROR otherwise): none of them ran.
+    The first case says the reason; the others say only that they did not run, so a syntax error
+    is read once, not once per case."""
     outcome = Outcome.TIMEOUT if concept == "timeout" else Outcome.ERROR
-    return [case_result(a, i, outcome, Verdict.fail(concept, message)) for i in instances]
+    rest = (tr("Not run: loading the file ran past its time limit.") if concept == "timeout"
+            else tr("Not run: the file does not load."))
+    return [case_result(a, i, outcome, Verdict.fail(concept, message if n == 0 else rest))
+            for n, i in enumerate(instances)]
 
 
 def environment_of(setups: Iterable[Setup], device: torch.device, isolation: str, limits: str = "") -> Environment:

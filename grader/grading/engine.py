@@ -3,7 +3,9 @@ code in this process.
 
 Setups (inputs and reference results) do not depend on the submission, so one ``Engine`` computes
 each once and reuses it for every submission of a batch. A worker that times out or dies costs the
-case it was running; a fresh worker runs the rest (up to ``max_restarts``). What the student's
+case it was running; a fresh worker runs the rest. An entry point whose cases crash or time out
+more than ``Limits.max_restarts`` times has its remaining cases not run; the other entry points'
+cases still run. What the student's
 code did becomes an outcome in `grader.grading.student_outcomes`, results are built in
 `grader.grading.case_results`, setups in `grader.grading.setups`, the requests sent ahead in
 `grader.grading.request_plan`.
@@ -33,8 +35,8 @@ from grader.grading.proxy import Student
 from grader.grading.reference_run import NotInReference, ReferenceWorker
 from grader.grading.request_plan import CallPlan, NotifyingCalls
 from grader.grading.setups import author_error, compute_setup, on_device, reply_cap
-from grader.grading.student_outcomes import (CaseOutcome, died, missing_entry_points, raised, unreadable_value,
-                                             worker_failed)
+from grader.grading.student_outcomes import (CaseOutcome, died, given_up, missing_entry_points, not_run_after_failures,
+                                             not_run_past_deadline, raised, unreadable_value, uses_of, worker_failed)
 from grader.i18n import Msg, choose
 from grader.results import CaseResult, Environment, GradeReport, LoadInfo, Outcome, SubmissionInfo
 from grader.sandbox import (Limits, OffPlan, SandboxError, StudentError, WireError, WorkerCrashed,
@@ -58,7 +60,7 @@ class Engine:
     and call plan (`share_setups_from`)."""
 
     def __init__(self, assignment: Assignment, sandbox: GradingSandbox, *, public_only: bool = False,
-                 device: torch.device | str = "cpu", max_restarts: int = 6, lang: str | None = None,
+                 device: torch.device | str = "cpu", lang: str | None = None,
                  only: Collection[str] | None = None, setups: dict[str, Setup] | None = None):
         """Built by `grader.grading.factory`. ``lang``: the language recorded for the students'
         feedback (``--lang``); default: the assignment's ``lang``, else the locale
@@ -69,9 +71,6 @@ class Engine:
         self.sandbox = sandbox
         self.public_only = public_only
         self.device = torch.device(device)
-        # Six: code that hangs on every float16 call times out in the six float16 cases of
-        # masked-attention and still gets the rest graded (submission_timeout_s bounds the total).
-        self.max_restarts = max_restarts
         self.instances = [i for i in assignment.instances(public_only=public_only) if only is None or i.id in only]
         self.defaults = call_defaults(assignment.entry_points)
         """The entry points' documented defaults: a case's call leaves out arguments equal to them."""
@@ -202,7 +201,8 @@ class Engine:
         sent: dict[int, int] = {}  # instance index -> frames of its plan sent ahead to this worker
         plan_from: int | None = 0 if self.plan.requests else None  # None: nothing (more) to send ahead
         results: list[CaseResult] = []
-        restarts = 0
+        failures: dict[str, int] = {}  # entry point -> cases using it that crashed or timed out
+        cap = self.sandbox.limits.max_restarts
         deadline = time.monotonic() + self.sandbox.limits.submission_timeout_s
 
         def send(worker, n: int) -> None:
@@ -211,20 +211,21 @@ class Engine:
             nonlocal plan_from
             if self.instances[n].case.hidden and output is not None:
                 output.mark(worker)
-            plan_from = self.plan.send(worker, self.instances, n, missing, sent)
+            plan_from = self.plan.send(worker, self.instances, n, {**missing, **given_up(failures, cap)}, sent)
 
         for n, inst in enumerate(self.instances):
             absent = [name for name in inst.case.uses if name in missing]
             if absent:
                 results.append(case_result(self.assignment, inst, Outcome.ERROR, Verdict.fail("signature", missing[absent[0]])))
                 continue
-            if restarts > self.max_restarts:
-                results.append(case_result(self.assignment, inst, Outcome.ERROR, Verdict.fail(
-                    "crash", f"Not run: your code crashed or timed out {restarts} times in this submission.")))
+            over = [name for name in uses_of(inst) if name in given_up(failures, cap)]
+            if over:
+                results.append(case_result(self.assignment, inst, Outcome.ERROR, not_run_after_failures(
+                    over[0], failures[over[0]])))
                 continue
             if time.monotonic() > deadline:
-                results.append(case_result(self.assignment, inst, Outcome.TIMEOUT, Verdict.fail(
-                    "timeout", "Not run: the whole submission ran past its time limit.")))
+                results.append(case_result(self.assignment, inst, Outcome.TIMEOUT, not_run_past_deadline(
+                    self.sandbox.limits.submission_timeout_s)))
                 continue
             if inst.case.hidden and output is not None:
                 output.mark(worker)
@@ -240,7 +241,8 @@ class Engine:
                 nxt = n + 1
                 if (plan_from == nxt and nxt < len(self.instances) and worker.queued == 0
                         and self.plan.complete(self.instances[n]) and len(worker.record) - first == sent.get(n)
-                        and restarts <= self.max_restarts and time.monotonic() <= deadline):
+                        and not set(uses_of(self.instances[nxt])) & set(given_up(failures, cap))
+                        and time.monotonic() <= deadline):
                     send(worker, nxt)
 
             try:
@@ -263,7 +265,8 @@ class Engine:
                 learn[inst.id] = worker.record[first:]
             if died(done, worker):
                 worker.retire()
-                restarts += 1
+                for name in uses_of(inst):
+                    failures[name] = failures.get(name, 0) + 1
                 worker = self.sandbox.open(sub)
                 learn = None  # (learning: the reference itself failed; learn nothing more)
                 sent.clear()

@@ -41,9 +41,17 @@ def raised(a: Assignment, inst: CaseInstance, e: StudentError, sub: LoadedSubmis
         return CaseOutcome(Outcome.PASSED, Verdict.ok(tr(
             "Inconclusive on this device: the reference cannot make these calls here either; "
             "not counted against you.")))
-    concept = concept_of_exception(e.exc_type, e.message, inst.case.concept, inst.case.on_error)
-    if concept not in a.concepts:  # PyTorch's well-known errors: only where declared
-        concept = inst.case.concept
+    # An exception names a cause only when its text shows one (the case's `on_error`, PyTorch's
+    # well-known errors, where declared); otherwise it is said as what it is. On the meta device
+    # raising is itself the evidence: the reference gets through the same calls.
+    fallback = inst.case.concept if device_case else "exception"
+    concept = concept_of_exception(e.exc_type, e.message, fallback, inst.case.on_error)
+    if concept not in a.concepts:
+        concept = fallback
+    if concept == "exception":
+        said = (tr("Your code raised {exc}: {detail}.", exc=e.exc_type, detail=short(e.message)) if e.message.strip()
+                else tr("Your code raised {exc}.", exc=e.exc_type))
+        return CaseOutcome(Outcome.ERROR, Verdict.fail(concept, said, Evidence(traceback=e.traceback)))
     rule = tr(a.concepts[concept].title)  # a catalog msgid: spec.toml's titles are extracted
     if device_case and concept == inst.case.concept \
             and concept_of_exception(e.exc_type, e.message, "", inst.case.on_error) != concept:
@@ -72,6 +80,30 @@ def worker_failed(e: WorkerTimeout | WorkerCrashed | WireError) -> CaseOutcome:
                                                                    detail=e.text)))
     return CaseOutcome(Outcome.ERROR, Verdict.fail(
         "signature", tr("Your code returned something the grader cannot accept: {detail}.", detail=str(e))))
+
+
+def uses_of(inst: CaseInstance) -> tuple[str, ...]:
+    """The entry points a case's crashes and time-outs count against ("" for a case naming none)."""
+    return inst.case.uses or ("",)
+
+
+def given_up(failures: dict[str, int], cap: int) -> dict[str, int]:
+    """The entry points whose cases crashed or timed out more than `cap` times: their remaining
+    cases are not run (each would cost a fresh worker and likely the same failure)."""
+    return {name: n for name, n in failures.items() if n > cap}
+
+
+def not_run_after_failures(entry_point: str, times: int) -> Verdict:
+    if not entry_point:
+        return Verdict.fail("not-run", tr("Not run: your code crashed or timed out {n} times in earlier cases.",
+                                          n=times))
+    return Verdict.fail("not-run", tr("Not run: cases calling {name} crashed or timed out {n} times; the cases of "
+                                      "the other functions and classes still ran.", name=entry_point, n=times))
+
+
+def not_run_past_deadline(seconds: float) -> Verdict:
+    return Verdict.fail("not-run", tr("Not run: the whole submission ran past its time limit ({seconds} s).",
+                                      seconds=int(seconds) if float(seconds).is_integer() else seconds))
 
 
 def unreadable_value(e: Exception) -> CaseOutcome:

@@ -98,7 +98,7 @@ def case_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]
     """One line per case (✓/✗, title, id, concept), the hint under each failure; with `verbose`
     the concept's title and the evidence too. Shared by ``grader check`` and the notebook's text."""
     from grader.report.text import one_line
-    from grader.report.view import case_message, concept_title, evidence_facts
+    from grader.report.view import case_message, case_notes, concept_title, evidence_facts
     from grader.results import Outcome
 
     def say(m: Msg) -> str:
@@ -124,6 +124,7 @@ def case_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]
                 lines.append("      " + say(tr("({title})", title=concept_title(vocab, concept, lang))))
             lines += ["      " + say(tr("{label}: {value}", label=f.label, value=one_line(f.value, 300)))
                       for f in evidence_facts(c.evidence, lang)]
+            lines += ["      " + one_line(n, 300) for n in case_notes(c.evidence, lang)]
         if verbose and c.evidence.traceback:
             lines += traceback_lines(c.evidence.traceback)
     return lines

@@ -142,10 +142,12 @@ def evidence_facts(ev: Evidence, lang: str = DEFAULT) -> list[Fact]:
         return Fact(translate(label, lang), value if isinstance(value, str) else value.render(lang), bad)
 
     facts: list[Fact] = []
-    if ev.expected_shape is not None or ev.actual_shape is not None:
+    # A shape or dtype is evidence only against an expected one, and a matching scalar shape says
+    # nothing: "expected —, yours (2, 4, 16)" beside NaN evidence read as if the shape were wrong.
+    if ev.expected_shape is not None and not (ev.expected_shape == ev.actual_shape and not ev.expected_shape):
         facts.append(fact(N_("Shape"), tr("expected {expected}, yours {actual}", expected=_shape(ev.expected_shape),
                                           actual=_shape(ev.actual_shape)), ev.expected_shape != ev.actual_shape))
-    if ev.expected_dtype is not None or ev.actual_dtype is not None:
+    if ev.expected_dtype is not None:
         facts.append(fact(N_("Dtype"), tr("expected {expected}, yours {actual}",
                                           expected=one_line(ev.expected_dtype) or "—",
                                           actual=one_line(ev.actual_dtype) or "—"),
@@ -193,7 +195,7 @@ def concept_explanation(vocab: dict[str, Concept], concept: str | None, lang: st
 def _case_view(i: int, case: CaseResult, release_hidden: bool, vocab: dict[str, Concept],
                uid_prefix: str = "", lang: str = DEFAULT) -> CaseView:
     icon, label = OUTCOME_LABELS[case.outcome]
-    if case.concept == "load-error" and case.outcome is not Outcome.PASSED:
+    if case.concept in ("load-error", "not-run") and case.outcome is not Outcome.PASSED:
         icon, label = "–", N_("not run")
     shown = release_hidden or not case.hidden
     concept = case.concept if case.outcome is not Outcome.PASSED else None

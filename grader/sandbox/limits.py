@@ -38,5 +38,10 @@ class Limits:
     """Files and folders the worker may create in its scratch dir (with namespaces)."""
     cpu_quota: float = 1.0
     """CPUs a worker and everything it starts may use at once (cgroup cpu quota, where available)."""
+    max_restarts: int = 6
+    """Crashes or time-outs of the cases calling one entry point after which its remaining cases are
+    not run (each costs a fresh worker); the other entry points' cases still run. Six: code that
+    hangs on every float16 call times out in the six float16 cases of masked-attention and still
+    gets the rest graded (``submission_timeout_s`` bounds the total)."""
     start_timeout_s: float = 120.0
     """Worker start-up (a fresh process imports torch); not charged to the student."""

@@ -46,6 +46,10 @@ def test_syntax_error_gives_a_report_with_zero_and_the_reason(engine, tmp_path):
     assert not report.load.ok
     assert all(c.outcome is Outcome.ERROR and c.concept == "load-error" for c in report.cases)
     assert "SyntaxError" in report.load.message or "syntax" in report.load.message.lower()
+    # said once: the first case carries the reason, the others that they did not run
+    first, *rest = report.cases
+    assert "SyntaxError" in first.message or "syntax" in first.message.lower()
+    assert {c.message for c in rest} == {"Not run: the file does not load."}
 
 
 def test_non_utf8_file_is_a_clear_load_error(engine, tmp_path):
@@ -66,7 +70,7 @@ def masked_attention(q, k, v, mask=None):
 '''
     report = grade(engine, tmp_path, src)
     bf16 = {"attention_half[bfloat16]", "bf16_pad_causal", "option_pairs[bf16,empty-rows]",
-            "option_pairs[bf16,decode,left]"}  # every case that calls it with bfloat16 inputs
+            "option_pairs[bf16,decode,left]", "value_size_padded"}  # every case that calls it with bfloat16 inputs
     for cid in bf16:
         assert (by_id(report)[cid].outcome, by_id(report)[cid].concept) == (Outcome.TIMEOUT, "timeout"), cid
     others = [c for c in report.cases if c.id not in bf16]
@@ -87,6 +91,29 @@ def masked_attention(q, k, v, mask=None):
     cases = by_id(report)
     assert cases["basic_nomask"].outcome is Outcome.ERROR and cases["basic_nomask"].concept == "crash"
     assert cases["causal_square"].outcome is Outcome.PASSED
+
+
+def test_the_restart_cap_costs_only_the_entry_point_that_keeps_crashing(engine, tmp_path):
+    src = CORRECT + '''
+import os
+def masked_attention(q, k, v, mask=None):
+    os._exit(3)
+'''
+    report = grade(engine, tmp_path, src)
+    attention = [c for c in report.cases if "masked_attention" in _uses(engine, c.id)]
+    crashed = [c for c in attention if c.concept == "crash"]
+    not_run = [c for c in attention if c.concept == "not-run"]
+    cap = engine.sandbox.limits.max_restarts
+    assert len(crashed) == cap + 1 and len(not_run) == len(attention) - cap - 1 > 0
+    assert all(c.outcome is Outcome.ERROR for c in not_run)
+    assert not_run[0].message.startswith(f"Not run: cases calling masked_attention crashed or timed out {cap + 1} times")
+    others = [c for c in report.cases if c not in attention]
+    assert others and all(c.outcome is Outcome.PASSED for c in others), [c.id for c in others if c.outcome is not Outcome.PASSED]
+    assert "not-run" not in report.concepts_failed() and "crash" in report.concepts_failed()
+
+
+def _uses(engine, case_id):
+    return next(i.case.uses for i in engine.instances if i.id == case_id)
 
 
 def test_tensor_subclass_and_lies_are_not_believed(engine, tmp_path):

@@ -141,7 +141,7 @@ def test_an_unknown_concept_lists_the_declared_ones(tmp_path):
     r = validate(folder, subs)
     assert r.exit_code == 2
     assert (f"Error: {folder / 'cases_public.py'}:6: case 'square_probe': unknown concept 'loss-padding'; this "
-            "assignment declares: causal-diagonal, crash, load-error, signature, timeout") in r.output
+            "assignment declares: causal-diagonal, crash, exception, load-error, not-run, signature, timeout") in r.output
 
 
 def test_a_broken_check_names_the_case_file_and_line_not_the_sandbox(tmp_path):

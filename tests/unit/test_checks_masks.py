@@ -2,7 +2,7 @@
 
 import torch
 
-from grader.checks.masks import MASK_MESSAGES, additive_mask_verdict, check_mask, mask_heatmaps
+from grader.checks.masks import MASK_MESSAGES, additive_mask_verdict, check_mask, mask_heatmaps, with_mask_messages
 
 CAUSAL = torch.ones(4, 4, dtype=torch.bool).tril()
 
@@ -22,11 +22,22 @@ def test_an_inverted_mask_is_the_convention_mistake():
     assert v.evidence.notes == ["16 of 16 cells differ"]
 
 
-def test_a_known_mistake_is_named_by_its_alternative():
+def test_a_known_mistake_is_named_by_its_alternative_with_its_own_message():
     no_diagonal = torch.ones(4, 4, dtype=torch.bool).tril(-1)
-    v = _check(no_diagonal, {"causal-diagonal": no_diagonal})
+    v = _check(no_diagonal, with_mask_messages({"causal-diagonal": no_diagonal}))
     assert v.concept == "causal-diagonal" and v.message_i18n == MASK_MESSAGES["causal-diagonal"]
     assert v.evidence.first_bad_index == [0, 0]
+    own = _check(no_diagonal, {"window-size": (no_diagonal, "The window is one too small.")})
+    assert (own.concept, own.message) == ("window-size", "The window is one too small.")
+
+
+def test_an_alternative_without_a_message_keeps_neither_the_cases_nor_a_built_in_sentence():
+    """Said in the alternative concept's own words (the engine fills in its title), not "Look again."
+    and not the attention sentence of a built-in concept with the same id."""
+    no_diagonal = torch.ones(4, 4, dtype=torch.bool).tril(-1)
+    for concept in ("window-size", "causal-diagonal"):
+        v = _check(no_diagonal, {concept: no_diagonal})
+        assert (v.concept, v.message, v.message_i18n) == (concept, "", None)
 
 
 def test_any_other_wrong_mask_gets_the_cases_concept_and_message():

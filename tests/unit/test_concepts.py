@@ -67,7 +67,7 @@ def test_an_unknown_concept_names_the_case_its_file_and_line_and_lists_the_valid
         load_assignment(toy(tmp_path, "loss-pad"))
     msg = str(e.value)
     assert "cases_public.py:4: case 'probe': unknown concept 'loss-pad'" in msg
-    assert "declares: crash, load-error, loss-padding, signature, timeout" in msg
+    assert "declares: crash, exception, load-error, loss-padding, not-run, signature, timeout" in msg
 
 
 def test_a_concept_entry_without_an_explanation_is_refused(tmp_path):
