@@ -27,6 +27,31 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "submissions" / "masked-attention"
 ENTRY_POINTS = ("causal_mask", "padding_mask", "combine_masks", "masked_attention")
 
+ZERO_FILL_FAILS = ["attention_causal_small", "attention_empty_row", "attention_half[float16]",
+                   "attention_half[bfloat16]", "attention_large_scores", "attention_twice", "attention_value_size"]
+"""The public cases a 0 fill fails: every one that masks a score."""
+
+
+def _counts() -> dict:
+    """What the page says about the assignment as it is now: public cases and points, hidden ones."""
+    from grader.assignment.spec import load_assignment
+
+    a = load_assignment(ROOT / "assignments" / "masked-attention")
+    public = a.instances(public_only=True)
+
+    def of(function: str) -> tuple[int, float]:
+        mine = [i for i in public if function in i.case.uses]
+        return len(mine), sum(i.points for i in mine)
+
+    return {"n": len(public), "points": a.possible(public_only=True), "total": a.possible(),
+            "hidden": sum(i.case.hidden for i in a.instances()),
+            "hidden_points": a.possible() - a.possible(public_only=True),
+            "causal_mask": of("causal_mask"), "masked_attention": of("masked_attention"),
+            "zero_fill_lost": sum(i.points for i in public if i.id in ZERO_FILL_FAILS)}
+
+
+C = _counts()
+
 
 def _functions(sample: Path) -> dict[str, str]:
     src = sample.read_text(encoding="utf-8")
@@ -85,35 +110,41 @@ def zero_fill(tmp_path_factory) -> dict[str, dict]:
 def test_correct_solution_passes_every_check_cell(correct):
     html = {name: out["text/html"] for name, out in correct.items() if name != "stale"}
     assert set(html) == set(ENTRY_POINTS) | {""}
-    assert "Passed 15 of 15 public cases (13 / 13 points)" in html[""]
-    assert "Public cases: 13 of 53 points checked, 35 hidden cases at grading time" in html[""]
-    assert "Passed 4 of 4 public cases" in html["causal_mask"]
-    assert "Public cases for causal_mask: 3 of 53 points checked" in html["causal_mask"]
+    assert f"Passed {C['n']} of {C['n']} public cases ({C['points']:g} / {C['points']:g} points)" in html[""]
+    assert (f"Public cases: {C['points']:g} of {C['total']:g} points checked, {C['hidden']} hidden cases at "
+            "grading time") in html[""]
+    assert f"Passed {C['causal_mask'][0]} of {C['causal_mask'][0]} public cases" in html["causal_mask"]
+    assert f"Public cases for causal_mask: {C['causal_mask'][1]:g} of {C['total']:g} points checked" in html["causal_mask"]
     for name, h in html.items():
         assert 'class="case' not in h and "banner stale" not in h and "Code that raised" not in h, name
-        assert "35 hidden cases will run at grading time (worth 40 more points)" in h
+        assert f"{C['hidden']} hidden cases will run at grading time (worth {C['hidden_points']:g} more points)" in h
         assert "found: the only notebook in this folder" in h
-    assert "Passed 4 of 4 public cases" in correct["causal_mask"]["text/plain"]
+    assert f"Passed {C['causal_mask'][0]} of {C['causal_mask'][0]} public cases" in correct["causal_mask"]["text/plain"]
 
 
 def test_zero_fill_check_cell_shows_the_failing_case_its_concept_and_the_heatmap(zero_fill):
     out = zero_fill["masked_attention"]
     h = out["text/html"]
     assert 'data-grader-check="masked_attention"' in h
-    assert "Public cases for masked_attention: 7 of 53 points checked, 35 hidden cases at grading time" in h
-    assert "Passed 2 of 8 public cases (2 / 7 points)" in h
+    assert (f"Public cases for masked_attention: {C['masked_attention'][1]:g} of {C['total']:g} points checked, "
+            f"{C['hidden']} hidden cases at grading time") in h
+    n, points = C["masked_attention"]
+    passed = n - len(ZERO_FILL_FAILS)  # every case a 0 fill fails calls masked_attention
+    assert f"Passed {passed} of {n} public cases ({points - C['zero_fill_lost']:g} / {points:g} points)" in h, re.findall("Passed[^<]*", h)
     assert 'data-concept="mask-fill-value"' in h
     assert 'data-case-id="attention_causal_small"' in h
     assert "Masked positions received attention weight" in h
     assert "Weight on cells it may not see" in h  # the evidence
     assert h.count('<svg class="heatmap"') >= 2 and 'class="leak"' in h
-    assert "5 more cases with this problem</summary>" in h  # folded: a cell output stays short
+    assert f"{len(ZERO_FILL_FAILS) - 1} more cases with this problem</summary>" in h  # folded: a cell output stays short
     assert "Code that raised" not in h  # the check cells themselves were skipped when graded
     assert "mask-fill-value" in out["text/plain"] and "attention_causal_small" in out["text/plain"]
     # Only masked_attention's cases: the masks were right.
     assert "causal_mask_square" not in h
-    assert "Passed 4 of 4 public cases" in zero_fill["causal_mask"]["text/html"]
-    assert "Passed 9 of 15 public cases (8 / 13 points)" in zero_fill[""]["text/html"]
+    assert f"Passed {C['causal_mask'][0]} of {C['causal_mask'][0]} public cases" in zero_fill["causal_mask"]["text/html"]
+    passed = C["n"] - len(ZERO_FILL_FAILS)
+    assert (f"Passed {passed} of {C['n']} public cases ({C['points'] - C['zero_fill_lost']:g} / {C['points']:g} "
+            "points)") in zero_fill[""]["text/html"]
 
 
 @pytest.fixture(scope="module")
