@@ -215,7 +215,7 @@ def broken_cache(student) -> Verdict | None:
     return None
 
 
-def len_message(lengths: list, want: list) -> "Msg":
+def len_message(lengths: list, want: list) -> Msg:
     """append keeps and returns every step, but __len__ counts something else (the batch, the heads)."""
     return tr("KVCache.append keeps and returns every step, but len(cache) after each step is {lengths}, expected "
               "{want}: __len__ must count the cached time steps (dim 2 of the keys), not the batch or the heads.",
