@@ -1,4 +1,5 @@
 """A class of 30 with every attack on the grader's own reading mixed in (tests/hostile_inputs.py),
+and workers that try to pass code to each other (tests/hostile_workers.py),
 through the real CLI: the batch finishes with 30 results, each attack costs only its own student,
 a student's file names decide nothing about the layout, and `grader ci` follows no committed link."""
 
@@ -11,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import hostile_inputs
+import hostile_workers
 from grader.cli.app import main
 from grader.submission.ids import name_hash
 
@@ -20,7 +22,8 @@ pytestmark = pytest.mark.slow  # full tier: a class of 30 graded through the CLI
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
     base = tmp_path_factory.mktemp("intake")
-    expected = hostile_inputs.write_class(base / "class", size=30)
+    # the grader's own reading attacked, and workers that try to reach each other (devpts, page cache)
+    expected = hostile_inputs.write_class(base / "class", size=30, extra=list(hostile_workers.WRITERS))
     out = base / "out"
     result = CliRunner().invoke(main, ["grade", str(base / "class"), "-a", "masked-attention", "-o", str(out),
                                        "-j", "2"], catch_exceptions=False)
@@ -45,7 +48,17 @@ def test_each_attack_costs_only_its_own_student(batch):
             assert not r["load"]["ok"] and expect.says in r["load"]["message"], sid
             assert {c["concept"] for c in r["cases"]} == {"load-error"}
     ordinary = [r for sid, r in results.items() if sid.startswith("student")]
-    assert len(ordinary) == 30 - len(expected) - 2 and all(r["load"]["ok"] for r in ordinary)
+    extra = len(hostile_workers.WRITERS)
+    assert len(ordinary) == 30 - len(expected) - 2 - extra and all(r["load"]["ok"] for r in ordinary)
+
+
+def test_workers_reaching_for_each_other_get_nothing_across(batch):
+    _, _, results, _ = batch
+    score = {sid: (r["score"]["earned"], r["score"]["possible"]) for sid, r in results.items()}
+    assert score["devpts_taker"][0] == 0  # no implementation came through the host's terminals
+    for full in ("devpts_giver", "page_cache_prober"):
+        assert score[full][0] == score[full][1], full
+    assert results["meta_results"]["load"]["ok"] and score["meta_results"][0] < score["meta_results"][1] / 2
 
 
 def test_a_file_named_like_the_main_module_is_one_student_and_expected_toml_is_ignored(batch):
