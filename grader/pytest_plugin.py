@@ -105,7 +105,10 @@ class _KitSession:
         from grader.assignment.spec import read_spec
         from grader.i18n import choose, tr
 
-        lang = choose(None, read_spec(folder).get("lang"))
+        try:  # the language of this output; a broken spec.toml is reported by grade_one below
+            lang = choose(None, read_spec(folder).get("lang"))
+        except Exception:  # noqa: BLE001
+            lang = choose(None)
         path = self.submission(folder)
         if not path.exists():
             self.error = tr("no submission at {path}; write your solution there or pass --submission PATH",
