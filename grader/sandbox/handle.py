@@ -13,7 +13,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader import untrusted
 from grader.i18n import Msg, tr
@@ -32,7 +32,6 @@ from grader.sandbox.errors import (
     WorkerTimeout,
 )
 from grader.sandbox.limits import Limits
-from grader.sandbox.process import WorkerProcess
 from grader.sandbox.reports import (
     LoadReport,
     NameInfo,
@@ -42,6 +41,9 @@ from grader.sandbox.reports import (
 )
 from grader.sandbox.requests import describe_msg, load_msg, request_frame
 from grader.sandbox.wire import PREFIX, Handle, decode_frame
+
+if TYPE_CHECKING:
+    from grader.sandbox.process import WorkerProcess
 
 
 class Worker:
@@ -60,15 +62,20 @@ class Worker:
         self._hand_over = hand_over
         self.load: LoadReport = LoadReport(ok=False, message="not loaded")
         self._proc = process
-        self._chan = Channel(channel, out_fd, err_fd, limits, die=self._die, crashed=self._crashed,
-                             dead=lambda: self._dead is not None,
-                             tree_memory=process.tree_memory if "rss" in features else None)
+        self._chan = self._open_channel(channel, out_fd, err_fd, process,
+                                        process.tree_memory if "rss" in features else None)
         self._dead: SandboxError | None = None
         self._closed = False
         self._token = f"{os.getpid()}-{id(self)}"
         self.pid: int | None = None
         self.record: list[bytes] | None = None
         """When a list: every request frame sent is appended to it (to learn a call plan)."""
+
+    def _open_channel(self, channel: Any, out_fd: int, err_fd: int, process: Any,
+                      tree_memory: Callable[[], int] | None) -> Any:
+        """The grader's end of the channel (a socket and two output pipes here)."""
+        return Channel(channel, out_fd, err_fd, self.limits, die=self._die, crashed=self._crashed,
+                       dead=lambda: self._dead is not None, tree_memory=tree_memory)
 
     @property
     def reply_cap(self) -> int | None:
