@@ -28,9 +28,10 @@ class LocalBackend:
     """`cfg.jobs` slots here: forked processes on the CPU on Linux (fork()-safe there), else threads."""
 
     def __init__(self, assignment: Assignment, device: torch.device, jobs: int, *, debug: bool = False,
-                 lang: str | None = None, accept_isolation: str | None = None):
+                 lang: str | None = None, accept_isolation: str | None = None, isolation: str | None = None):
         self.assignment, self.device, self.jobs, self.debug = assignment, device, jobs, debug
         self.accept_isolation = accept_isolation
+        self.isolation = isolation
         self.lang = lang
         """The students' feedback language the reports record (``--lang``)."""
         self.engines: list[Engine] = []
@@ -44,7 +45,8 @@ class LocalBackend:
         torch.set_num_threads(1)  # N slots on few cores: one grader thread each avoids oversubscription
         sandbox: Sandbox | None = None
         try:
-            sandbox = start_sandbox(limits_for(self.assignment), str(self.device), self.accept_isolation)
+            sandbox = start_sandbox(limits_for(self.assignment), str(self.device), self.accept_isolation,
+                                    self.isolation)
             self.engines = batch_engines(self.assignment, sandbox, self.device, 1 if self.forked else n,
                                          lang=self.lang)
             freeze_heap()
@@ -67,12 +69,13 @@ def no_cgroup_warning(sandbox: Sandbox) -> str:
     return "" if "cgroup" in sandbox.features else f"the sandbox bounds less here than it should: {sandbox.limits_note}."
 
 
-def start_sandbox(limits: Limits, device: str, accept_isolation: str | None = None) -> Sandbox:
+def start_sandbox(limits: Limits, device: str, accept_isolation: str | None = None,
+                  isolation: str | None = None) -> Sandbox:
     """One sandbox (one warm zygote) for every slot: a Sandbox is thread-safe and can be shared
     with forked slots, spawns are serialised at the zygote, and a second zygote would cost CPU at
     start-up and memory (docs/performance.md)."""
     try:
-        return sandbox_for(limits, device, accept_isolation=accept_isolation)
+        return sandbox_for(limits, device, accept_isolation=accept_isolation, isolation=isolation)
     except Exception as e:  # noqa: BLE001
         raise GraderError(f"the sandbox could not start: {e}") from e
 
