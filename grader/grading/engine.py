@@ -37,7 +37,7 @@ from grader.grading.request_plan import CallPlan, NotifyingCalls
 from grader.grading.setups import author_error, compute_setup, on_device, reply_cap
 from grader.grading.student_outcomes import (CaseOutcome, died, given_up, missing_entry_points, not_run_after_failures,
                                              not_run_past_deadline, raised, unreadable_value, uses_of, worker_failed)
-from grader.i18n import Msg, choose
+from grader.i18n import Msg, choose, tr
 from grader.results import CaseResult, Environment, GradeReport, LoadInfo, Outcome, SubmissionInfo
 from grader.sandbox import (Limits, OffPlan, SandboxError, StudentError, WireError, WorkerCrashed,
                             WorkerTimeout)
@@ -84,6 +84,9 @@ class Engine:
         self._reference_runs: dict[str, bool] = {}
         """Case instance id -> whether the trusted reference gets through the case's calls (see
         `reference_runs`); filled when first needed."""
+        self.on_step: Callable[[str | Msg | None, float, str], None] | None = None
+        """Told what runs now, its time limit in seconds and the feedback's language: loading the
+        code, then each case by its title, then None (``grader check``'s progress line)."""
         self._stored = assignment.stored is not None
         if self._stored:  # a student kit: the reference ran at release time, its results are here
             from grader.grading import stored
@@ -175,6 +178,7 @@ class Engine:
                 worker.retire()
             return self.report_without_results(info, "load-error", sub.error_i18n if sub.error_i18n is not None
                                                else untrusted.text(sub.error, 4000))
+        self._step(tr("loading your code"), self.sandbox.limits.import_timeout_s)
         worker = self.sandbox.open(sub) if worker is None else self.sandbox.open(sub, started=worker)
         output = OutputSplit()
         try:
@@ -189,8 +193,13 @@ class Engine:
                             cell_errors=[labelled(e, sub) for e in worker.load.cell_errors],
                             stdout=stdout, stderr=stderr, hidden_stdout=hidden_out, hidden_stderr=hidden_err)
         finally:
+            self._step(None, 0.0)
             worker.retire()
         return self._report(info, results, load)
+
+    def _step(self, what: str | Msg | None, limit_s: float) -> None:
+        if self.on_step is not None:
+            self.on_step(what, limit_s, self.lang)
 
     def _run_cases(self, sub: LoadedSubmission, worker: GradingWorker, learn: dict[str, list[bytes]] | None = None,
                    output: OutputSplit | None = None) -> tuple[list[CaseResult], GradingWorker]:
@@ -245,6 +254,7 @@ class Engine:
                         and time.monotonic() <= deadline):
                     send(worker, nxt)
 
+            self._step(inst.case.title, self.sandbox.limits.call_timeout_s)
             try:
                 done = self.run_case(inst, worker, sub, on_call=next_case if sent.get(n) else None)
             except OffPlan:  # a request other than the next one sent ahead
