@@ -57,8 +57,8 @@ class PortableProcess:
         rc = self._popen.returncode
         if rc is None:
             return None
-        if WINDOWS and self._killed_running:  # TerminateProcess leaves an exit code of our choosing
-            return {"status": {"signal": 9, "killed_by_grader": True}}
+        if WINDOWS and self._killed_running:  # TerminateProcess left an exit code of our choosing
+            return {"status": {}}  # "the worker stopped": Windows tells no more
         if rc < 0:  # POSIX: the status itself says how it ended, even when the kill came after
             return {"status": {"signal": -rc, "killed_by_grader": self._killed_running}}
         return {"status": {"exit": rc}}
