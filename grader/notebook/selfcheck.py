@@ -33,7 +33,7 @@ from typing import Any
 
 from grader.errors import GraderError
 from grader.i18n import choose, render, tr
-from grader.notebook.locate import Located, NotebookNotFound, find_notebook, install_hook, unsaved_warning
+from grader.notebook.locate import Located, find_notebook, install_hook, unsaved_warning
 
 __all__ = ["CheckError", "CheckResult", "check", "close", "warm"]
 
@@ -181,10 +181,8 @@ def check(function: str | None = None, *, path: str | os.PathLike | None = None,
         graded = _grade(folder, nb, device, only)
     except CheckError:
         raise
-    except NotebookNotFound as e:
-        raise CheckError(e.message_i18n.render(lang)) from None
-    except GraderError as e:
-        raise CheckError(str(e)) from None
+    except GraderError as e:  # NotebookNotFound too: each says it in the student's language
+        raise CheckError(e.render(lang)) from None
     except Exception as e:  # noqa: BLE001 - a sandbox that cannot start, a broken kit: one line
         raise CheckError(tr("the self-check could not run: {error}",
                             error=f"{type(e).__name__}: {e}").render(lang)) from e
