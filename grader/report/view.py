@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from grader.checks.diagnose import NOT_IMPLEMENTED
 from grader.i18n import DEFAULT, N_, Msg, ntr, tr, translate
-from grader.i18n.formats import decimal, timestamp
+from grader.i18n.formats import decimal, listing, timestamp
 from grader.report.explorer_view import ExplorerView, build_explorer
 from grader.report.heatmap import HeatmapView, build_heatmap
 from grader.report.text import clean_block, fmt_num, fmt_points, one_line
@@ -116,7 +116,7 @@ class ReportView:
 
 
 def _listed(cells: list[list[int]], lang: str) -> str:
-    shown = ", ".join("(" + ", ".join(str(i) for i in c) + ")" for c in cells[:MAX_LISTED])
+    shown = listing(("(" + ", ".join(str(i) for i in c) + ")" for c in cells[:MAX_LISTED]), lang)
     more = len(cells) - MAX_LISTED
     return shown + (ntr(" … and {n} more place", " … and {n} more places", more).render(lang) if more > 0 else "")
 
@@ -125,7 +125,7 @@ def _leak_text(cells: list[list[int]], lang: str) -> str:
     words = [tr("query {q} → key {k}", q=c[-2], k=c[-1]).render(lang) if len(c) >= 2 else str(c)
              for c in cells[:MAX_LISTED]]
     more = len(cells) - MAX_LISTED
-    return ", ".join(words) + (tr(" … and {n} more", n=more).render(lang) if more > 0 else "")
+    return listing(words, lang) + (tr(" … and {n} more", n=more).render(lang) if more > 0 else "")
 
 
 def _shape(s: list[int] | None) -> str:
