@@ -14,6 +14,7 @@ from grader.cli.progress import Progress
 from grader.cli.progress import shown as _shown
 from grader.errors import GraderError
 from grader.i18n import LANGUAGES
+from grader.timings import mark
 
 
 # --- grader grade ------------------------------------------------------------------------------
@@ -97,6 +98,7 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     with quiet_gc():
         from grader.batch.config import BatchConfig
         from grader.batch.run import run_batch
+    mark("imports")
 
     if cluster is not None and jobs is not None:
         raise click.UsageError("-j/--jobs and --cluster cannot be combined: the cluster's workers grade in "

@@ -101,6 +101,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
             from grader.grading.engine import limits_for
             from grader.assignment.kit import kit_info
             a = load_assignment(folder)
+        mark("imports")
         if early is None:
             from grader.device import resolve_device
 
