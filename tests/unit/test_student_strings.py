@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 STUDENT_FACING = [
     "grader/checks", "grader/cases.py", "grader/errors.py",
-    "grader/grading/case_results.py", "grader/grading/engine.py", "grader/grading/setups.py",
-    "grader/grading/single.py", "grader/grading/student_outcomes.py",
+    "grader/grading/outcomes.py", "grader/grading/engine.py", "grader/grading/setups.py",
+    "grader/grading/single.py",
     "grader/sandbox/diagnosis.py", "grader/sandbox/reports.py",
     "grader/submission/load.py", "grader/submission/selfcheck_cells.py",
     "grader/assignment/kit.py", "grader/assignment/spec.py",
@@ -47,7 +47,7 @@ command's --help, English like the rest of the command line's own text)."""
 OPERATOR_ONLY = {
     "grader/checks/diagnose.py": ("Fragments of PyTorch's own error messages, matched against what the student's "
                                   "code raised; never shown"),
-    "grader/grading/case_results.py": "an assignment author's broken check: the instructor's error",
+    "grader/grading/outcomes.py": "an assignment author's broken check: the instructor's error",
     "grader/grading/engine.py": "a broken spec.toml or a kit released before its cases changed: the instructor's",
     "grader/grading/single.py": "a broken [limits] table: the instructor's",
     "grader/grading/setups.py": "an assignment author's broken setup: the instructor's",
@@ -67,8 +67,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
                                   "unexpected keyword argument", "required positional argument",
                                   "positional argument but", "positional arguments but", "is not callable",
                                   "has no attribute"),
-    "grader/grading/case_results.py": ("{}: case {} failed with",),
-    "grader/grading/engine.py": ("{}: unknown limits {}; known: {}", "{}: no stored setup for {}; the kit is older"),
+    "grader/grading/outcomes.py": ("{}: case {} failed with",),
+    "grader/grading/engine.py": ("{}: unknown limits {}; known: {}", "{}: no stored setup for {}; the kit is older",
+                                 "case {} ({}) has no check"),
     "grader/grading/single.py": ("{}: the [limits] table could not be applied",),
     "grader/grading/setups.py": ("case {} of {} ({}): its {} raised {}: {}. This is the assignment's code",),
     "grader/submission/load.py": ("code cell {}",),
