@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 
-from grader.sandbox.prestart import descendants
+from grader.sandbox.host.zygote import descendants
 
 
 def tree_rss(root: int | None) -> int:

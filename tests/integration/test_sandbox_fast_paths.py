@@ -65,7 +65,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_early_module_does_not_import_torch():
-    code = "import sys, grader.sandbox.prestart, grader.sandbox; assert 'torch' not in sys.modules, 'torch'"
+    code = "import sys, grader.sandbox.host.zygote, grader.sandbox; assert 'torch' not in sys.modules, 'torch'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -93,7 +93,7 @@ def test_explicit_prestart_cannot_be_adopted_twice():
 
 
 def test_a_prestart_nobody_adopts_is_stopped_at_exit(tmp_path):
-    code = ("from grader.sandbox.prestart import prestart\n"
+    code = ("from grader.sandbox.host.zygote import prestart\n"
             "p = prestart('cpu'); print(p.zygote.pid, p.root, flush=True)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     pid, root = out.stdout.split()

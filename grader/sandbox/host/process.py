@@ -19,7 +19,7 @@ import socket
 import subprocess
 import time
 
-from grader.sandbox import cgroups as cg
+from grader.sandbox.jail import cgroups as cg
 from grader.sandbox.proctree import kill_tree, tree_rss
 
 

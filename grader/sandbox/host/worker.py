@@ -17,7 +17,7 @@ from typing import Any
 
 from grader import untrusted
 from grader.i18n import Msg, tr
-from grader.sandbox.channel import Channel
+from grader.sandbox.host.channel import Channel
 from grader.sandbox.diagnosis import (
     DISK_ERRNOS,
     crash,
@@ -32,8 +32,8 @@ from grader.sandbox.errors import (
     WorkerTimeout,
 )
 from grader.sandbox.limits import Limits
-from grader.sandbox.process import WorkerProcess
-from grader.sandbox.reports import (
+from grader.sandbox.host.process import WorkerProcess
+from grader.sandbox.host.reports import (
     LoadReport,
     NameInfo,
     as_text,
