@@ -37,10 +37,10 @@ from grader.sandbox.errors import (
 )
 
 if TYPE_CHECKING:
-    from grader.sandbox.host.worker import Worker
-    from grader.sandbox.limits import Limits
     from grader.sandbox.host.reports import LoadReport, NameInfo
     from grader.sandbox.host.sandbox import Sandbox
+    from grader.sandbox.host.worker import Worker
+    from grader.sandbox.limits import Limits
     from grader.sandbox.wire import Handle, Opaque
 
 _LAZY = {"Limits": "limits", "LoadReport": "host.reports", "NameInfo": "host.reports", "Sandbox": "host.sandbox",

@@ -26,9 +26,10 @@ import socket
 import sys
 import traceback
 
-from grader.sandbox.child import server  # both before the jail hides the grader's files
-from grader.sandbox.jail import enter
+# The server and the jail: both imported here, before the jail hides the grader's files.
+from grader.sandbox.child import server
 from grader.sandbox.child.server import CHANNEL_FD
+from grader.sandbox.jail import enter
 from grader.sandbox.wire import write_all
 
 

@@ -24,16 +24,15 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from grader.sandbox.errors import SandboxError
 from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
-from grader.sandbox.jail import cgroups
-from grader.sandbox.errors import SandboxError
-from grader.sandbox.host.worker import Worker
-from grader.sandbox.limits import Limits
 from grader.sandbox.host.process import WorkerProcess
-from grader.sandbox.reaper import Reaper
 from grader.sandbox.host.reports import LoadReport
-from grader.sandbox.requests import describe_msg, load_msg, request_frame
+from grader.sandbox.host.worker import Worker, describe_msg, load_msg, request_frame
+from grader.sandbox.jail import cgroups
+from grader.sandbox.limits import Limits
+from grader.sandbox.reaper import Reaper
 
 LINUX = sys.platform.startswith("linux")
 

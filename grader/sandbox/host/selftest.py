@@ -199,8 +199,8 @@ def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
 def _prove_cgroup(w, hierarchy) -> Proof:
     """One request past every cgroup limit (threads, a spin, an allocation), its effect read from
     the cgroup's own counters while it runs: no reply is awaited, nor the OOM-killed worker's exit."""
+    from grader.sandbox.host.worker import request_frame
     from grader.sandbox.jail import cgroups
-    from grader.sandbox.requests import request_frame
 
     paths = w.cgroups
     cgroups.tighten_for_proof(hierarchy, paths, memory_headroom=MEMORY_HEADROOM, pids_headroom=PIDS_HEADROOM)

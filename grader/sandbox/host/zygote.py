@@ -32,8 +32,8 @@ import sys
 import tempfile
 import threading
 
-from grader.sandbox.jail import enter
 from grader.sandbox.errors import SandboxError
+from grader.sandbox.jail import enter
 
 LINUX = sys.platform.startswith("linux")
 

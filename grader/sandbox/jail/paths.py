@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 from grader.sandbox.jail.enter import NOBODY, below
 
-
 BASIC_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 """The device nodes every worker gets: no terminal (the host's /dev/ptmx and /dev/pts are shared
 by every process of a uid, a channel between two workers alive at once), no other device."""
