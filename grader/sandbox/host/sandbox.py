@@ -27,12 +27,11 @@ from typing import Any, Protocol
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
-from grader.sandbox.host.process import WorkerProcess
+from grader.sandbox.host.process import Reaper, WorkerProcess
 from grader.sandbox.host.reports import LoadReport
 from grader.sandbox.host.worker import Worker, describe_msg, load_msg, request_frame
 from grader.sandbox.jail import cgroups
 from grader.sandbox.limits import Limits
-from grader.sandbox.reaper import Reaper
 
 LINUX = sys.platform.startswith("linux")
 
