@@ -1,6 +1,6 @@
-"""What runs in the worker's processes: the warm zygote (``zygote.py``), the supervisor that forks
-and watches each worker (``supervisor.py``) and the server that runs the student's code and
-answers the grader's requests (``server.py``).
+"""What runs in the worker's processes: the warm zygote, the supervisor, the server that runs student code.
 
-Imported there before the jail hides the grader's files; never imports the grader's other parts.
+``zygote.py`` forks each worker from a warm torch image; ``supervisor.py`` forks and watches the
+worker; ``server.py`` runs the student's code and answers the grader's requests. Imported there
+before the jail hides the grader's files; never imports the grader's other parts.
 """

@@ -1,5 +1,5 @@
-"""What runs in the grader: the `Sandbox`, starting the zygote, and starting, talking to and
-killing each submission's worker. Nothing here runs student code.
+"""What runs in the grader: the `Sandbox`, and starting, talking to and killing each worker.
 
-Torch-free on import (``grader.sandbox.host.zygote`` must start the zygote before ``import torch``).
+Nothing here runs student code. Torch-free on import: ``grader.sandbox.host.zygote.prestart()``
+starts the zygote before this process imports torch.
 """
