@@ -115,7 +115,7 @@ def mistaken(out, hyp: Hypotheses, *, where=None, only: tuple[str, ...] | None =
 
 
 def check_mha(out, exp: Expected, mistakes: dict[str, torch.Tensor], *, concept: str, where=None,
-              candidates: tuple[str, ...] | None = None, what: str = "forward(x)") -> Verdict:
+              candidates: tuple[str, ...] | None = None, what: Msg | str = "forward(x)") -> Verdict:
     """Value check; on a mismatch, name the mistake (of ``mistakes``, computed at setup) the output reproduces."""
     v = check_values(out, exp, what=what, concept=concept, message=message_for(concept), where=where)
     if v.passed or v.evidence.max_abs_error is None:
@@ -258,7 +258,7 @@ def check_decode(student, s: Setup, *, concept: str, on_error: dict[str, str] | 
         return Verdict.fail(c, tr("{rule} len(cache) after each step: {lengths}; expected {want}.",
                                   rule=message_for(c), lengths=repr(lengths), want=repr(want)), seen)
     return with_explorer(check_mha(got, s.expected, s.extra["mistakes"], concept=concept, where=s.extra.get("rows"),
-                                   what="the concatenated decode outputs"), s)
+                                   what=tr("the concatenated decode outputs")), s)
 
 
 def with_explorer(v: Verdict, s: Setup) -> Verdict:
@@ -314,7 +314,7 @@ def check_on_meta(student, d: int, h: int, x: torch.Tensor) -> Verdict:
     m = student.MultiHeadAttention(d, h).to("meta")
     m.eval()
     out = m(x, causal=True)
-    bad = check_structure(out, tuple(x.shape), torch.float32, what="forward(x) on meta", shape_concept="device-placement")
+    bad = check_structure(out, tuple(x.shape), torch.float32, what=tr("forward(x) on meta"), shape_concept="device-placement")
     if bad:
         return bad
     if out.device.type != "meta":
@@ -327,7 +327,7 @@ def check_twice(student, s: Setup) -> Verdict:
     i = s.inputs
     m = load_student(student, i["d"], i["h"], i["weights"])
     a, b = m(i["x"], causal=True), m(i["x"], causal=True)
-    bad = check_comparable(a, "forward(x)") or check_comparable(b, "forward(x), called again")
+    bad = check_comparable(a, "forward(x)") or check_comparable(b, tr("forward(x), called again"))
     if bad:
         return bad
     if not identical(a, b):
