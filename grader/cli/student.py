@@ -106,7 +106,7 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
     prestart_sandbox(device, warm_meta=True)
     from grader.assignment.kit import locate_assignment
     from grader.grading.single import all_passed, grade_one
-    from grader.report.selfcheck_text import check_lines
+    from grader.report.check_text import check_lines
 
     _readable_submission(submission)
     writable_dir(out_dir)
