@@ -5,7 +5,7 @@ pytest plugin / the notebook self-check (through `grader.grading.single`), ``gra
 local slots, each Dask worker, ``grader validate`` and the benchmarks. So every one of them
 passes the same checks before it grades anyone:
 
-1. the environment self-test (`grader.sandbox.selftest`), run by the Sandbox itself: a real
+1. the environment self-test (`grader.sandbox.host.selftest`), run by the Sandbox itself: a real
    worker in the real jail does what correct code needs, and tries to exceed each limit the
    isolation level claims; a level that claims more than it proves stops here
    (``accept_isolation``: the one weaker level an instructor accepts explicitly);
@@ -14,7 +14,10 @@ passes the same checks before it grades anyone:
 
 Starting early is one mechanism in two steps: `prestart_zygote` (standard library only: the
 zygote imports torch beside this process's own imports) and `EarlySandbox` (the rest of the
-Sandbox's start on a thread, adopting that zygote, while the reference setups are computed).
+Sandbox's start on a thread, adopting that zygote, while the reference setups are computed, or
+read from the on-disk cache of `grader.grading.setup_cache`).
+
+Each step marks its phase for the start-up breakdown (`grader.timings`: only under GRADER_TIMINGS).
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ import os
 import sys
 import threading
 from collections.abc import Collection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Iterator
+
+from grader.timings import mark
 
 if TYPE_CHECKING:
     import torch
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
     from grader.cases import Setup
     from grader.grading.engine import Engine
     from grader.grading.protocols import GradingSandbox
+    from grader.results import CaseResult
     from grader.sandbox import Limits, Sandbox
 
 
@@ -62,8 +69,9 @@ def prestart_zygote(device: str, *, warm_meta: bool = False, isolation: str | No
     The portable worker has no zygote: nothing starts."""
     if isolation_choice(isolation) == "portable":
         return lambda: None
-    from grader.sandbox.prestart import discard, prestart
+    from grader.sandbox.host.zygote import discard, prestart
 
+    mark("zygote.spawn")
     p = prestart(device, warm_meta=warm_meta)
     return lambda: discard(p)
 
@@ -72,15 +80,18 @@ def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygo
                 accept_isolation: str | None = None, isolation: str | None = None) -> Sandbox:
     """A Sandbox whose environment self-test (limits included) has passed (`EnvironmentBroken`,
     a `SandboxError`, where it did not). `isolation`: see `isolation_choice`."""
+    mark("sandbox.start")
     if isolation_choice(isolation) == "portable":
-        from grader.sandbox.portable import PortableSandbox
+        from grader.sandbox.host.portable import PortableSandbox
 
-        return PortableSandbox(limits, device=device, warm_meta=warm_meta,  # type: ignore[return-value]
-                               accept_isolation=accept_isolation)
-    from grader.sandbox import Sandbox
+        sandbox: Any = PortableSandbox(limits, device=device, warm_meta=warm_meta, accept_isolation=accept_isolation)
+    else:
+        from grader.sandbox import Sandbox
 
-    return Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
-                   accept_isolation=accept_isolation)
+        sandbox = Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
+                          accept_isolation=accept_isolation)
+    mark("sandbox.ready", isolation=sandbox.isolation)
+    return sandbox
 
 
 def engine_for(assignment: Assignment, sandbox: GradingSandbox, *, device: torch.device | str = "cpu",
@@ -95,33 +106,81 @@ def engine_for(assignment: Assignment, sandbox: GradingSandbox, *, device: torch
 
 
 def reference_setups(assignment: Assignment, device: torch.device | str, *, public_only: bool,
-                     only: Collection[str] | None = None) -> dict[str, Setup] | None:
+                     only: Collection[str] | None = None, cache_dir: Path | None = None) -> dict[str, Setup] | None:
     """Every case's inputs and reference results, before any sandbox exists (None for a student
-    kit: the engine reads the results stored at release)."""
+    kit: the engine reads the results stored at release). `cache_dir`: where they are kept between
+    runs (`grader.grading.setup_cache`; None: computed here, every time)."""
     import torch
 
+    from grader.grading.setup_cache import cached, open_cache
     from grader.grading.setups import compute_setup
 
     if assignment.stored is not None:
         return None
     dev = torch.device(device)
-    return {i.id: compute_setup(assignment, i, dev) for i in assignment.instances(public_only=public_only)
-            if only is None or i.id in only}
+    wanted = {i.id: i for i in assignment.instances(public_only=public_only) if only is None or i.id in only}
+    mark("setups.start")
+    setups, how = cached(open_cache(cache_dir), assignment, dev, list(wanted),
+                         lambda ids: {i: compute_setup(assignment, wanted[i], dev) for i in ids})
+    mark("setups.end", cache=how)
+    return setups
 
 
 def prove_reference(engine: Engine) -> None:
-    """The trusted reference must score 100 % in this sandbox's jail (`GraderError` otherwise);
-    grading it also teaches the engine the requests each case makes (the call plan)."""
-    from grader.grading.call_plan import learn_calls
+    """The trusted reference, graded as a submission in this sandbox's jail like any other, must
+    score 100 %, or nothing is graded (`GraderError`): correct code would lose points here. Where
+    no reference submission can be written (an instructor's own assignment without one), there is
+    nothing to prove."""
+    from grader.errors import GraderError
+    from grader.results import Outcome
 
-    learn_calls(engine, engine.assignment)
+    mark("reference.start")
+    results = reference_results(engine)
+    mark("reference.end")
+    if results is None:
+        return
+    failed = [r for r in results if r.outcome is not Outcome.PASSED]
+    if failed:
+        listed = "; ".join(f"{r.id}: {r.message}" for r in failed[:3]) + (" ..." if len(failed) > 3 else "")
+        raise GraderError(f"the trusted reference fails {len(failed)} of {len(results)} cases in this "
+                          f"machine's sandbox ({engine.sandbox.isolation}), so correct code would lose "
+                          f"points here; nothing was graded. {listed}")
+
+
+def reference_results(engine: Engine) -> list[CaseResult] | None:
+    """The trusted reference's case results, graded in a worker of `engine`'s sandbox; its worker
+    is gone when this returns (a batch forks its slot processes next). None: no reference
+    submission could be written."""
+    import tempfile
+    from pathlib import Path
+
+    from grader.errors import GraderError
+    from grader.grading.reference_run import reference_submission
+    from grader.sandbox import SandboxError
+    from grader.submission.load import load_submission
+
+    a = engine.assignment
+    with tempfile.TemporaryDirectory(prefix="grader-reference-") as tmp:
+        try:
+            path = reference_submission(a, Path(tmp))
+        except (GraderError, OSError):
+            return None
+        try:
+            report = engine.grade(load_submission(path, main_module=a.main_module, cell_tag=a.cell_tag),
+                                  wait_for_exit=True)
+        except SandboxError as e:
+            raise GraderError(f"the trusted reference could not run in this machine's sandbox ({e}); "
+                              "nothing was graded") from e
+    return report.cases
 
 
 def batch_engines(assignment: Assignment, sandbox: GradingSandbox, device: torch.device, n: int, *,
-                  lang: str | None = None) -> list[Engine]:
-    """`n` engines on `sandbox` sharing one computation of the reference setups, after the
-    reference has scored 100 % in this jail (`prove_reference`)."""
-    found = [engine_for(assignment, sandbox, device=device, lang=lang) for _ in range(n)]
+                  lang: str | None = None, setups: dict[str, Setup] | None = None) -> list[Engine]:
+    """`n` engines on `sandbox` sharing one computation of the reference setups (`setups`: those
+    computed or read already, `reference_setups`), after the reference has scored 100 % in this
+    jail (`prove_reference`)."""
+    found = [engine_for(assignment, sandbox, device=device, lang=lang, setups=setups if i == 0 else None)
+             for i in range(n)]
     found[0].prepare()
     prove_reference(found[0])
     for e in found[1:]:
@@ -151,26 +210,31 @@ class EarlySandbox:
     """A Sandbox (and its zygote, which imports torch) started on a thread, right away; `get()`
     returns it once its self-test has passed (or raises what stopped it)."""
 
-    def __init__(self, limits: dict[str, Any], device: str, *, warm_meta: bool = False,
-                 isolation: str | None = None):
-        """`limits`: the spec's [limits] table (bad keys are reported once the assignment loads);
-        `isolation`: see `isolation_choice`."""
+    def __init__(self, limits: dict[str, Any] | Limits, device: str, *, warm_meta: bool = False,
+                 accept_isolation: str | None = None, isolation: str | None = None):
+        """`limits`: the `Limits`, or the spec's [limits] table (bad keys are reported once the
+        assignment loads); `isolation`: see `isolation_choice`."""
         self.box: list[Any] = []
         self.error: BaseException | None = None
         self._isolation = isolation
-        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta), daemon=True,
-                                        name="grader-sandbox-start")
+        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta, accept_isolation),
+                                        daemon=True, name="grader-sandbox-start")
         self._thread.start()
 
-    def _run(self, limits: dict[str, Any], device: str, warm_meta: bool) -> None:
+    def _run(self, limits: dict[str, Any] | Limits, device: str, warm_meta: bool,
+             accept_isolation: str | None) -> None:
         try:
             from grader.sandbox import Limits
 
-            try:
-                lim = Limits(**limits)
-            except TypeError:
-                lim = Limits()  # the caller reports the bad key once the assignment is loaded
-            self.box.append(sandbox_for(lim, device, warm_meta=warm_meta, isolation=self._isolation))
+            if isinstance(limits, Limits):
+                lim = limits
+            else:
+                try:
+                    lim = Limits(**limits)
+                except TypeError:
+                    lim = Limits()  # the caller reports the bad key once the assignment is loaded
+            self.box.append(sandbox_for(lim, device, warm_meta=warm_meta, accept_isolation=accept_isolation,
+                                        isolation=self._isolation))
         except BaseException as e:  # re-raised on the calling thread by get()
             self.error = e
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from grader.cli.app import main
 from grader.sandbox import Limits, WorkerCrashed, WorkerTimeout
-from grader.sandbox.portable import PortableSandbox
+from grader.sandbox.host.portable import PortableSandbox
 
 pytestmark = pytest.mark.slow  # each worker is a fresh interpreter importing torch
 
@@ -115,12 +115,12 @@ def test_the_portable_worker_needs_none_of_linuxs_mechanisms(tmp_path):
     script = tmp_path / "no_linux.py"
     script.write_text(textwrap.dedent("""
         import sys
-        for name in ("resource", "fcntl", "grader.sandbox.jail", "grader.sandbox.prestart",
-                     "grader.sandbox.zygote", "grader.sandbox.supervisor", "grader.sandbox.sandbox",
-                     "grader.sandbox.process", "grader.sandbox.cgroups", "grader.sandbox.paths"):
+        for name in ("resource", "fcntl", "grader.sandbox.jail", "grader.sandbox.host.zygote",
+                     "grader.sandbox.child.zygote", "grader.sandbox.child.supervisor",
+                     "grader.sandbox.host.sandbox", "grader.sandbox.host.process", "grader.sandbox.host.isolation"):
             sys.modules[name] = None
         import dataclasses
-        from grader.sandbox.portable import PortableSandbox
+        from grader.sandbox.host.portable import PortableSandbox
         @dataclasses.dataclass
         class Sub:
             path = "a.py"; kind = "py"; files = {}; error = None

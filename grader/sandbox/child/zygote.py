@@ -1,0 +1,248 @@
+"""The warm zygote: ``python -m grader.sandbox.child.zygote CTL_FD [--warm-meta]``.
+
+Started by exec (never by forking the grader) with a cleared environment. It imports torch and
+this package only, stays single-threaded and never touches CUDA; the few CPU tensor ops it runs
+to warm up (``_warm_ops``) run on one thread, so that forking it is safe (a fork after a
+multi-threaded OpenMP region deadlocks). It is driven over an
+inherited SOCK_SEQPACKET socketpair: each "spawn" message carries four fds (status, channel,
+stdout, stderr) and gets back the supervisor's pid. EOF on the socket (the grader closed it or
+died) kills every child and ends the zygote. A "warm_meta" message (or ``--warm-meta``, before
+the ready message) runs the first meta-device op here, once, so that workers do not each pay it.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+
+
+def _warm_meta() -> None:
+    import torch
+
+    # Meta tensors compute nothing and start no threads, but their first op imports a lot of
+    # Python (torch._refs -> torch._dynamo); pay it once here rather than in every worker.
+    (torch.empty(1, device="meta") * 2).sum()
+
+
+def _warm_ops() -> None:
+    """Run, once, the CPU ops attention code uses, in every dtype the cases use.
+
+    Their first call in a process pays one-off set-up (MKL and oneDNN initialisation, kernel
+    selection, Python-side caches); done here, every worker inherits it instead of paying it again.
+    One thread only (set before this runs): no OpenMP team is ever started, so forking stays safe.
+    Forward only: autograd's engine may start device threads, and the zygote must stay single-threaded.
+    """
+    import math
+
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 2, 5, 8, generator=gen)
+    keep = torch.ones(5, 5, dtype=torch.bool).tril()
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        x = q.to(dtype)
+        s = torch.einsum("bhqd,bhkd->bhqk", x, x) / math.sqrt(x.shape[-1])
+        s = torch.matmul(x, x.transpose(-2, -1)).masked_fill(~keep, float("-inf"))
+        s = torch.where(keep, s, torch.finfo(dtype).min)
+        w = torch.nan_to_num(torch.softmax(s, dim=-1))
+        (w @ x).sum()
+        torch.bmm(x.flatten(0, 1), x.flatten(0, 1).transpose(1, 2))
+        torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=keep)
+        torch.cat([x, x], dim=2).view(2, 2, 10, 8).transpose(1, 2).reshape(2, 10, 16)
+    with torch.no_grad():
+        torch.nn.Linear(8, 8, bias=False)(q)
+    # The wire: every worker encodes replies and decodes arguments in these dtypes.
+    from grader.sandbox.wire import PREFIX, decode_frame, encode_frame
+
+    values = [q.to(dtype) for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)]
+    frame = encode_frame({"ok": True, "value": (values, keep, torch.tensor([1, 2]), [1.5, "x", None])})
+    hlen, _ = PREFIX.unpack(frame[:PREFIX.size])
+    decode_frame(frame[PREFIX.size:PREFIX.size + hlen], frame[PREFIX.size + hlen:])
+
+
+def main(ctl_fd: int, warm_meta: bool = False) -> None:
+    # No cyclic collection while importing torch (and torch._dynamo for the meta warm-up): the
+    # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
+    # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
+    gc.disable()
+    import time
+
+    started = time.time()
+    import torch
+
+    imported = time.time()
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    _warm_ops()
+    if warm_meta:
+        _warm_meta()
+    from grader.sandbox.child import server, supervisor
+    from grader.sandbox.jail import enter
+
+    try:
+        enter.seccomp.build()  # once here: each worker only loads it
+    except OSError:
+        pass  # the jail probe finds the same and claims no seccomp
+
+    server.queue_seed()
+    if sys.platform.startswith("linux"):
+        enter.prctl(enter.PR_SET_CHILD_SUBREAPER, 1)
+    # Everything imported so far lives as long as the zygote and its forks: move it out of the
+    # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
+    # objects again (and copies their pages on write). No collection first: the imports left little
+    # garbage, and walking ~1e6 objects would delay the first worker.
+    gc.freeze()
+    gc.enable()
+    ctl = socket.socket(fileno=ctl_fd)
+    # When it started, had imported torch and had warmed up (wall clock): the start-up breakdown's.
+    times = {"start": started, "torch": imported, "warm": time.time()}
+    ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "times": times}).encode())
+    mine: set[int] = set()
+    direct: dict[int, _Direct] = {}  # workers forked straight into their own PID namespace
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY) if sys.platform.startswith("linux") else -1
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    while True:
+        watched = [d.status for d in direct.values() if not d.killing]
+        r, _, _ = select.select([ctl, wake_r] + watched, [], [], 0.2)
+        if wake_r in r:
+            try:
+                os.read(wake_r, 512)
+            except OSError:
+                pass
+        for d in direct.values():
+            if d.status in r:
+                d.on_status()
+        if ctl in r:
+            try:
+                msg, fds, _, _ = socket.recv_fds(ctl, 65536, 8)
+            except OSError:
+                msg, fds = b"", []
+            if not msg:
+                break
+            req = json.loads(msg)
+            if req.get("op") == "spawn" and len(fds) == 4:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                straight = bool(req.get("direct")) and own_pid_ns >= 0 and type(req.get("cfg")) is dict
+                try:
+                    pid = enter.fork_in_new_pid_ns(own_pid_ns) if straight else os.fork()
+                except OSError as e:
+                    for fd in fds:
+                        os.close(fd)
+                    ctl.send(json.dumps({"error": f"fork failed: {e}"}).encode())
+                    continue
+                if pid == 0:
+                    try:
+                        ctl.close()
+                        for d in direct.values():  # other workers' status sockets
+                            d.status.close()
+                        signal.set_wakeup_fd(-1)
+                        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                        enter.prctl(enter.PR_SET_PDEATHSIG, signal.SIGKILL)
+                        if straight:
+                            supervisor.direct(req["cfg"], *fds)
+                        else:
+                            supervisor.supervise(*fds)
+                    finally:
+                        os._exit(1)
+                if straight:
+                    direct[pid] = _Direct(pid, socket.socket(fileno=fds[0]))
+                    direct[pid].send({"pid": pid})
+                    fds = fds[1:]
+                for fd in fds:
+                    os.close(fd)
+                mine.add(pid)
+                ctl.send(json.dumps({"pid": pid}).encode())
+            elif req.get("op") == "warm_meta" and not fds:
+                _warm_meta()
+                ctl.send(b'{"ok": true}')
+            else:
+                for fd in fds:
+                    os.close(fd)
+                ctl.send(json.dumps({"error": "bad request"}).encode())
+        _reap(mine, direct)
+    _kill_all(mine)
+    # Skip interpreter teardown: unloading torch is slow and nothing here needs flushing.
+    os._exit(0)
+
+
+class _Direct:
+    """The zygote's side of a worker it forked straight into a new PID namespace: it does what the
+    supervisor does on the supervised path. The worker's configuration came with the spawn request,
+    so only the zygote reads this status socket: it carries, to the grader, a "pid" line
+    and, once the worker is reaped, a "status" line; from the grader, "k" (or EOF) means kill it.
+    The worker is PID 1 of its namespace: when it dies, the kernel kills everything it started."""
+
+    def __init__(self, pid: int, status: socket.socket):
+        self.pid = pid
+        self.status = status
+        self.killing = False
+
+    def send(self, msg: dict) -> None:
+        try:
+            self.status.sendall((json.dumps(msg) + "\n").encode())
+        except OSError:
+            pass
+
+    def on_status(self) -> None:
+        try:
+            data = self.status.recv(64)
+        except OSError:
+            data = b""
+        if not data or b"k" in data:
+            self.killing = True
+            try:
+                os.kill(self.pid, signal.SIGKILL)  # not reaped yet: the pid is still ours
+            except ProcessLookupError:
+                pass
+
+    def exited(self, exit_status: int) -> None:
+        from grader.sandbox.child import supervisor
+
+        self.send(supervisor.exit_report(exit_status, self.killing))
+        self.status.close()
+
+
+def _reap(mine: set[int], direct: dict[int, _Direct]) -> None:
+    from grader.sandbox.child import supervisor
+
+    try:
+        while True:
+            pid, exit_status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            mine.discard(pid)
+            d = direct.pop(pid, None)
+            if d is not None:
+                d.exited(exit_status)
+    except ChildProcessError:
+        pass
+    # Orphans adopted from dead supervisors are never ours to keep.
+    for pid in supervisor.children():
+        if pid not in mine:
+            supervisor.kill(pid)
+
+
+def _kill_all(mine: set[int]) -> None:
+    from grader.sandbox.child import supervisor
+
+    for pid in list(mine):
+        supervisor.kill(pid)
+    supervisor.sweep_orphans()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), warm_meta="--warm-meta" in sys.argv[2:])
