@@ -94,7 +94,7 @@ class Channel:
         return reply
 
     def _next_frame(self, timeout: float, phase: Msg | str, owed_after: int) -> bytes:
-        """The next reply frame (prefix included), writing queued requests while waiting for it.
+        """The next reply frame (prefix included), writing what is left of the request while waiting for it.
         `owed_after`: replies still owed once this one is read (more bytes than that are an error)."""
         now = time.monotonic()
         limit_at = now + timeout
