@@ -18,18 +18,17 @@ needs no ``select``, which on Windows works on sockets only: each pipe has a thr
 
 from __future__ import annotations
 
-import collections
 import os
 import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import NoReturn
 
 from grader import untrusted
 from grader.i18n import Msg, tr
-from grader.sandbox.errors import OffPlan, SandboxError, WireError, WorkerCrashed, WorkerTimeout, memory_message
+from grader.sandbox.errors import SandboxError, WireError, WorkerCrashed, WorkerTimeout, memory_message
 from grader.sandbox.limits import Limits
 from grader.sandbox.wire import MAX_HEADER_BYTES, PREFIX, check_prefix
 
@@ -230,45 +229,32 @@ class PipeChannel:
                                        kill_at=limits.kill_output_bytes, lock=lock)
                      for name, fd in (("out", out_fd), ("err", err_fd))}
         self._in = bytearray()  # the reply frame being read (never more than one frame)
-        self._sent: collections.deque[bytes] = collections.deque()  # requests whose replies are not yet read
+        self._owed = 0  # requests written (or waiting to be) whose replies are not yet read
         self.deadline = time.monotonic() + limits.start_timeout_s
         """When the whole submission's time is up (monotonic clock)."""
         self.reply_cap: int | None = None
         """Largest reply payload the current case can expect; never above ``limits.max_result_bytes``."""
 
     # -- requests and replies --
-    def send_ahead(self, frames: Iterable[bytes]) -> None:
-        for frame in frames:
-            self._sent.append(frame)
-            self._writer.write(frame)
-
-    @property
-    def queued(self) -> int:
-        return len(self._sent)
+    def send(self, frame: bytes) -> None:
+        """Write a request frame (on the writer thread); its reply is owed from now on."""
+        self._owed += 1
+        self._writer.write(frame)
 
     @property
     def buffered(self) -> int:
+        """Bytes of a reply read and not yet handed over (0 between frames)."""
         return len(self._in)
 
     def hello(self, timeout: float, phase: Msg | str) -> bytes:
-        return self._next_frame(timeout, phase, owed_after=len(self._sent))
-
-    def take(self, frame: bytes, phase: Msg | str) -> None:
-        if not self._sent:
-            self._sent.append(frame)
-            self._writer.write(frame)
-        elif self._sent[0] != frame:
-            raise OffPlan(str(phase))
+        """The worker's first frame: it comes before the reply to a request written early."""
+        return self._next_frame(timeout, phase, owed_after=self._owed)
 
     def reply(self, timeout: float, phase: Msg | str) -> bytes:
-        reply = self._next_frame(timeout, phase, owed_after=len(self._sent) - 1)
-        self._sent.popleft()
+        """The reply to the oldest request whose reply is owed."""
+        reply = self._next_frame(timeout, phase, owed_after=self._owed - 1)
+        self._owed -= 1
         return reply
-
-    def drop_replies(self, timeout: float) -> None:
-        while self._sent:
-            self._next_frame(timeout, "repeating earlier calls", owed_after=len(self._sent) - 1)
-            self._sent.popleft()
 
     def _next_frame(self, timeout: float, phase: Msg | str, owed_after: int) -> bytes:
         """The next reply frame (prefix included). `owed_after`: replies still owed once this one

@@ -27,7 +27,6 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grader.sandbox.errors import EnvironmentBroken, SandboxError
@@ -35,7 +34,7 @@ from grader.sandbox.host import selftest
 from grader.sandbox.host.pipes import PipeChannel
 from grader.sandbox.host.portable_process import PortableProcess, psutil
 from grader.sandbox.host.reports import LoadReport
-from grader.sandbox.host.worker import Worker, describe_msg, load_msg, request_frame
+from grader.sandbox.host.worker import Worker
 from grader.sandbox.limits import GiB, Limits
 from grader.sandbox.wire import encode_frame
 
@@ -158,14 +157,14 @@ class PortableSandbox:
         w.load = LoadReport(ok=False, message=sub.error) if sub.error else w.run_units(list(sub.units))
         return w
 
-    def start(self, sub, describe: Sequence[str] = ()) -> Worker:
-        """A worker for `sub` with its load (and describe) requests sent ahead, not waited for."""
+    def start(self, sub) -> Worker:
+        """A worker for `sub`, its load request written at once, not waited for: it boots and
+        loads while the caller grades another submission. Hand it to ``open(sub, started=...)``."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
         w = self._spawn(sub, wait=False)
         if not sub.error:
-            w.send_ahead([request_frame(load_msg(sub.units))]
-                         + ([request_frame(describe_msg(list(describe)))] if describe else []))
+            w.load_early(list(sub.units))
         return w
 
     def _spawn(self, sub, *, wait: bool = True) -> Worker:
