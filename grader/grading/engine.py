@@ -21,9 +21,9 @@ from collections.abc import Callable
 
 import torch
 
-from grader import untrusted
 from grader.assignment.signatures import call_defaults
 from grader.assignment.spec import Assignment
+from grader.assignment.spec_file import unknown_key
 from grader.cases import CaseInstance, Setup, Verdict
 from grader.errors import AssignmentSpecError, GraderError
 from grader.grading.case_results import (all_failed, case_result, environment_of, grade_report, labelled,
@@ -47,11 +47,10 @@ from grader.submission.load import LoadedSubmission
 
 def limits_for(assignment: Assignment) -> Limits:
     """The sandbox limits an assignment's spec.toml asks for ([limits] table), over the defaults."""
-    known = {f.name for f in dataclasses.fields(Limits)}
-    unknown = sorted(set(assignment.limits) - known)
-    if unknown:
-        raise AssignmentSpecError(f"{assignment.dir / 'spec.toml'}: unknown limits {', '.join(unknown)}; "
-                                  f"known: {', '.join(sorted(known))}")
+    known = [f.name for f in dataclasses.fields(Limits)]
+    for key in assignment.limits:
+        if key not in known:
+            raise unknown_key(assignment.dir / "spec.toml", key, "[limits]", known)
     return Limits(**assignment.limits)
 
 
@@ -135,7 +134,7 @@ class Engine:
                 worker.record = []
                 results, worker = self._run_cases(solution, worker, learn=learned)
             else:
-                results = all_failed(self.assignment, self.instances, "load-error", worker.load.text)
+                results = all_failed(self.assignment, self.instances, "load-error", worker.load.message)
         finally:
             worker.close()  # all of it gone before a batch forks its slot processes
         self.plan.requests = learned
@@ -173,19 +172,18 @@ class Engine:
         if sub.error:
             if worker is not None:
                 worker.retire()
-            return self.report_without_results(info, "load-error", sub.error_i18n if sub.error_i18n is not None
-                                               else untrusted.text(sub.error, 4000))
+            return self.report_without_results(info, "load-error", sub.error)
         worker = self.sandbox.open(sub) if worker is None else self.sandbox.open(sub, started=worker)
         output = OutputSplit()
         try:
             if not worker.load.ok:
                 # Decided by what ended loading (the sandbox's own exception), never by its wording.
                 concept = "timeout" if isinstance(worker.load.failure, WorkerTimeout) else "load-error"
-                results = all_failed(self.assignment, self.instances, concept, worker.load.text)
+                results = all_failed(self.assignment, self.instances, concept, worker.load.message)
             else:
                 results, worker = self._run_cases(sub, worker, output=output)
             (stdout, stderr), (hidden_out, hidden_err) = output.split(worker)
-            load = LoadInfo(ok=worker.load.ok, message=worker.load.text,
+            load = LoadInfo(ok=worker.load.ok, message=worker.load.message,
                             cell_errors=[labelled(e, sub) for e in worker.load.cell_errors],
                             stdout=stdout, stderr=stderr, hidden_stdout=hidden_out, hidden_stderr=hidden_err)
         finally:

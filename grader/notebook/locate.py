@@ -46,11 +46,11 @@ class Located:
 
 
 class NotebookNotFound(GraderError):
-    """No notebook to grade; ``message`` is the same sentence, translatable."""
+    """No notebook to grade; ``text`` is the sentence, rendered in the student's language."""
 
     def __init__(self, message: Msg):
         super().__init__(str(message))
-        self.message_i18n = message
+        self.text = message
 
 
 def _shell() -> Any:
