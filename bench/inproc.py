@@ -81,8 +81,6 @@ def submissions(batch: Path, limit: int | None) -> list[Path]:
 class _InProcWorker:
     """The Worker API, served in this process by the real worker-side Server (no isolation)."""
 
-    record = None  # no call plan here: nothing is recorded, nothing is sent ahead
-    queued = 0
     alive = True
     reply_cap = 0
 

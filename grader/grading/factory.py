@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from grader.cases import Setup
     from grader.grading.engine import Engine
     from grader.grading.protocols import GradingSandbox
+    from grader.results import CaseResult
     from grader.sandbox import Limits, Sandbox
 
 
@@ -81,11 +82,49 @@ def reference_setups(assignment: Assignment, device: torch.device | str, *, publ
 
 
 def prove_reference(engine: Engine) -> None:
-    """The trusted reference must score 100 % in this sandbox's jail (`GraderError` otherwise);
-    grading it also teaches the engine the requests each case makes (the call plan)."""
-    from grader.grading.call_plan import learn_calls
+    """The trusted reference, graded as a submission in this sandbox's jail like any other, must
+    score 100 %, or nothing is graded (`GraderError`): correct code would lose points here. Where
+    no reference submission can be written (an instructor's own assignment without one), there is
+    nothing to prove."""
+    from grader.errors import GraderError
+    from grader.results import Outcome
 
-    learn_calls(engine, engine.assignment)
+    results = reference_results(engine)
+    if results is None:
+        return
+    failed = [r for r in results if r.outcome is not Outcome.PASSED]
+    if failed:
+        listed = "; ".join(f"{r.id}: {r.message}" for r in failed[:3]) + (" ..." if len(failed) > 3 else "")
+        raise GraderError(f"the trusted reference fails {len(failed)} of {len(results)} cases in this "
+                          f"machine's sandbox ({engine.sandbox.isolation}), so correct code would lose "
+                          f"points here; nothing was graded. {listed}")
+
+
+def reference_results(engine: Engine) -> list[CaseResult] | None:
+    """The trusted reference's case results, graded in a worker of `engine`'s sandbox; its worker
+    is gone when this returns (a batch forks its slot processes next). None: no reference
+    submission could be written."""
+    import tempfile
+    from pathlib import Path
+
+    from grader.errors import GraderError
+    from grader.grading.reference_run import reference_submission
+    from grader.sandbox import SandboxError
+    from grader.submission.load import load_submission
+
+    a = engine.assignment
+    with tempfile.TemporaryDirectory(prefix="grader-reference-") as tmp:
+        try:
+            path = reference_submission(a, Path(tmp))
+        except (GraderError, OSError):
+            return None
+        try:
+            report = engine.grade(load_submission(path, main_module=a.main_module, cell_tag=a.cell_tag),
+                                  wait_for_exit=True)
+        except SandboxError as e:
+            raise GraderError(f"the trusted reference could not run in this machine's sandbox ({e}); "
+                              "nothing was graded") from e
+    return report.cases
 
 
 def batch_engines(assignment: Assignment, sandbox: GradingSandbox, device: torch.device, n: int, *,

@@ -46,11 +46,10 @@ class Located:
 
 
 class NotebookNotFound(GraderError):
-    """No notebook to grade; ``text`` is the sentence, rendered in the student's language."""
+    """No notebook to grade; ``render(lang)`` says so in the student's language."""
 
     def __init__(self, message: Msg):
-        super().__init__(str(message))
-        self.text = message
+        super().__init__(message)
 
 
 def _shell() -> Any:
