@@ -59,7 +59,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if session is None or session.hidden is None:
         return
     from grader.i18n import render, tr
-    from grader.report.selfcheck_text import hidden_sentence
+    from grader.report.check_text import hidden_sentence
 
     n, points = session.hidden
     terminalreporter.write_sep("-", "attention-grader")

@@ -22,7 +22,7 @@ from grader.i18n import LANGUAGES, tr
 from grader.report.outdir import writable_dir
 from grader.assignment.kit import locate_assignment
 from grader.grading.single import Graded, all_passed, grade_one
-from grader.report.selfcheck_text import check_lines
+from grader.report.check_text import check_lines
 from grader.report.text import fmt_points
 
 def _readable_submission(path: Path) -> Path:

@@ -5,7 +5,7 @@ pytest plugin / the notebook self-check (through `grader.grading.single`), ``gra
 local slots, each Dask worker, ``grader validate`` and the benchmarks. So every one of them
 passes the same checks before it grades anyone:
 
-1. the environment self-test (`grader.sandbox.selftest`), run by the Sandbox itself: a real
+1. the environment self-test (`grader.sandbox.host.selftest`), run by the Sandbox itself: a real
    worker in the real jail does what correct code needs, and tries to exceed each limit the
    isolation level claims; a level that claims more than it proves stops here
    (``accept_isolation``: the one weaker level an instructor accepts explicitly);
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 def prestart_zygote(device: str, *, warm_meta: bool = False) -> Callable[[], None]:
     """Start the zygote now, before this process imports torch (the Sandbox built later adopts it);
     returns what stops it when no Sandbox adopted it (a command that ended on a usage error)."""
-    from grader.sandbox.prestart import discard, prestart
+    from grader.sandbox.host.zygote import discard, prestart
 
     p = prestart(device, warm_meta=warm_meta)
     return lambda: discard(p)

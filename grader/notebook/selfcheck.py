@@ -240,7 +240,7 @@ class CheckResult:
         return [c.id for c in self.report.cases if c.outcome.value != "passed"]
 
     def inline_view(self) -> Any:
-        from grader.report.selfcheck_text import hidden_sentence
+        from grader.report.check_text import hidden_sentence
         from grader.report.inline import InlineView
         from grader.report.text import fmt_points
 
@@ -283,7 +283,7 @@ class CheckResult:
 
     def __repr__(self) -> str:
         """The console's text: what the inline view says, in the report's language."""
-        from grader.report.selfcheck_text import case_lines, load_lines
+        from grader.report.check_text import case_lines, load_lines
 
         n, r = self.inline_view(), self.report
         lines = [n.title, n.graded_file]

@@ -4,7 +4,7 @@ A cold ``grader check`` pays ``import torch`` twice, once here and once in the z
 cores the two imports can run side by side, but only if the zygote is started *before* this
 process imports torch::
 
-    from grader.sandbox.prestart import prestart
+    from grader.sandbox.host.zygote import prestart
     prestart("cpu")                    # first thing; returns at once
     ...                                # import torch, load the assignment and the submission
     sandbox = Sandbox(limits, device="cpu", warm_meta=False)   # adopts the zygote started above
@@ -32,8 +32,8 @@ import sys
 import tempfile
 import threading
 
-from grader.sandbox import jail
 from grader.sandbox.errors import SandboxError
+from grader.sandbox.jail import enter
 
 LINUX = sys.platform.startswith("linux")
 
@@ -58,7 +58,7 @@ def dead(pid: str) -> bool:
 
 def remove_stale() -> None:
     """Scratch roots left by a grader that was killed (SIGKILL skips clean-up); its cgroups are
-    removed once the sandbox has found its cgroup hierarchy (`grader.sandbox.plan.choose`)."""
+    removed once the sandbox has found its cgroup hierarchy (`grader.sandbox.host.isolation.choose`)."""
     tmp = tempfile.gettempdir()
     try:
         for name in os.listdir(tmp):
@@ -75,8 +75,8 @@ def make_root() -> str:
 
 
 def start_probe(env: dict[str, str], root: str) -> subprocess.Popen:
-    """The jail probe (jail.py as a script: standard library only), started, not awaited."""
-    return subprocess.Popen([sys.executable, "-I", jail.__file__], stdin=subprocess.DEVNULL,
+    """The jail probe (jail/enter.py as a script: standard library only), started, not awaited."""
+    return subprocess.Popen([sys.executable, "-I", enter.__file__], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=root)
 
 
@@ -123,7 +123,7 @@ def descendants(root: int) -> list[int]:
 
 
 class Zygote:
-    """The zygote process (``python -m grader.sandbox.zygote``) and the grader's end of its socket.
+    """The zygote process (``python -m grader.sandbox.child.zygote``) and the grader's end of its socket.
 
     Not thread-safe by itself: the Sandbox serialises requests under its lock.
     """
@@ -131,7 +131,7 @@ class Zygote:
     def __init__(self, env: dict[str, str], root: str, *, warm_meta: bool):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         debug = os.environ.get("GRADER_SANDBOX_DEBUG")
-        argv = [sys.executable, "-m", "grader.sandbox.zygote", str(child.fileno())]
+        argv = [sys.executable, "-m", "grader.sandbox.child.zygote", str(child.fileno())]
         if warm_meta:
             argv.append("--warm-meta")
         try:
