@@ -33,6 +33,7 @@ from grader.sandbox.host.reports import LoadReport
 from grader.sandbox.host.worker import Worker, describe_msg, load_msg, request_frame
 from grader.sandbox.jail import cgroups
 from grader.sandbox.limits import Limits
+from grader.timings import mark
 
 LINUX = sys.platform.startswith("linux")
 
@@ -152,6 +153,7 @@ class Sandbox:
                             and not self._plan.userns and os.geteuid() == 0)
             if self._zygote is not None:
                 self._zygote.wait_ready(self.limits.start_timeout_s)
+                mark("zygote.ready", **{f"zygote_{k}": v for k, v in self._zygote.times.items()})
                 if warm_meta:
                     self._zygote.warm_meta(self.limits.start_timeout_s)
             self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation)

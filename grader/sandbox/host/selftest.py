@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from grader.sandbox.errors import EnvironmentBroken, SandboxError
+from grader.timings import mark
 
 PROBE = '''
 import importlib.util
@@ -161,6 +162,7 @@ class Proof:
 def check(sandbox, *, meta: bool, hierarchy=None) -> Proof:
     """Run the probe in a fresh worker of `sandbox` (raise `EnvironmentBroken` naming every
     problem), then try to exceed each limit its level claims there; returns what fired."""
+    mark("selftest.start")
     with sandbox.open(_Probe()) as w:
         if not w.load.ok:
             raise EnvironmentBroken(f"the self-test could not load in the sandbox ({w.load.message}; "
@@ -173,7 +175,10 @@ def check(sandbox, *, meta: bool, hierarchy=None) -> Proof:
             listed = "; ".join(str(p) for p in problems) if type(problems) is list else repr(problems)
             raise EnvironmentBroken(f"it would fail correct code on this machine, so nothing was graded "
                                     f"(isolation {sandbox.isolation}): {listed}")
-        return prove_limits(w, sandbox.features, hierarchy)
+        mark("selftest.probe")
+        proof = prove_limits(w, sandbox.features, hierarchy)
+    mark("selftest.end")
+    return proof
 
 
 def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
