@@ -70,7 +70,12 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
     # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
     gc.disable()
+    import time
+
+    started = time.time()
     import torch
+
+    imported = time.time()
 
     torch.set_num_threads(1)
     try:
@@ -98,7 +103,9 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     gc.freeze()
     gc.enable()
     ctl = socket.socket(fileno=ctl_fd)
-    ctl.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    # When it started, had imported torch and had warmed up (wall clock): the start-up breakdown's.
+    times = {"start": started, "torch": imported, "warm": time.time()}
+    ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "times": times}).encode())
     mine: set[int] = set()
     direct: dict[int, _Direct] = {}  # workers forked straight into their own PID namespace
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY) if sys.platform.startswith("linux") else -1

@@ -24,14 +24,16 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from grader.i18n import Msg
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
 from grader.sandbox.host.process import Reaper, WorkerProcess
 from grader.sandbox.host.reports import LoadReport
-from grader.sandbox.host.worker import Worker, describe_msg, load_msg, request_frame
+from grader.sandbox.host.worker import Worker
 from grader.sandbox.jail import cgroups
 from grader.sandbox.limits import Limits
+from grader.timings import mark
 
 LINUX = sys.platform.startswith("linux")
 
@@ -59,7 +61,7 @@ class Submission(Protocol):
     @property
     def files(self) -> dict[str, bytes]: ...
     @property
-    def error(self) -> str | None: ...
+    def error(self) -> Msg | None: ...
 
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -151,6 +153,7 @@ class Sandbox:
                             and not self._plan.userns and os.geteuid() == 0)
             if self._zygote is not None:
                 self._zygote.wait_ready(self.limits.start_timeout_s)
+                mark("zygote.ready", **{f"zygote_{k}": v for k, v in self._zygote.times.items()})
                 if warm_meta:
                     self._zygote.warm_meta(self.limits.start_timeout_s)
             self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation)
@@ -237,16 +240,15 @@ class Sandbox:
             w.load = w.run_units(list(sub.units))
         return w
 
-    def start(self, sub: Submission, describe: list[str] = ()) -> Worker:
-        """Fork a worker for `sub` now and send it, ahead, the request to load the submission (and
-        to describe `describe`), without waiting for any of it: it boots and loads while the caller
-        grades another submission. Hand it to ``open(sub, started=...)`` (or close it)."""
+    def start(self, sub: Submission) -> Worker:
+        """Fork a worker for `sub` now and write it the request to load the submission, without
+        waiting for either: it boots and loads while the caller grades another submission. Hand it
+        to ``open(sub, started=...)`` (or close it)."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
         w = self._spawn_for(sub, wait=False)
         if not sub.error:
-            w.send_ahead([request_frame(load_msg(sub.units))]
-                         + ([request_frame(describe_msg(describe))] if describe else []))
+            w.load_early(list(sub.units))
         return w
 
     def _spawn_for(self, sub: Submission, *, wait: bool = True) -> Worker:

@@ -115,6 +115,8 @@ class Zygote:
         self.pid = self.proc.pid
         self.meta_warm = warm_meta
         self.ready = False
+        self.times: dict[str, float] = {}
+        """When the zygote started, had imported torch and had warmed up (its ready message)."""
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the zygote has imported torch (and warmed what it was asked to)."""
@@ -133,6 +135,9 @@ class Zygote:
         if not ready.get("ready"):
             raise SandboxError("the sandbox zygote did not start")
         self.ready = True
+        times = ready.get("times")
+        if isinstance(times, dict):
+            self.times = {k: float(v) for k, v in times.items() if isinstance(v, (int, float))}
 
     def request(self, msg: dict, fds: list[int] = (), timeout: float | None = None) -> dict:
         """One request and its reply (the caller holds the Sandbox's lock)."""
