@@ -181,7 +181,8 @@ def all_failed(a: Assignment, instances: Iterable[CaseInstance], concept: str,
             for n, i in enumerate(instances)]
 
 
-def environment_of(setups: Iterable[Setup], device: torch.device, isolation: str, limits: str = "") -> Environment:
+def environment_of(setups: Iterable[Setup], device: torch.device, isolation: str,
+                   limits: Msg | str = "") -> Environment:
     """What a report records about the grading environment; `dtypes` are the floating dtypes of
     the setups' inputs; `limits`: the sandbox's ``limits_note``."""
     dtypes = sorted({str(t.dtype) for s in setups for t in s.inputs.values()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from grader.sandbox.errors import EnvironmentBroken, SandboxError
 from grader.timings import mark
+from grader.i18n import Msg, tr
 
 PROBE = '''
 import importlib.util
@@ -245,15 +246,19 @@ def proven_level(features: frozenset[str], proof: Proof, *, accept: str | None) 
                             f"weaker level, pass --accept-isolation {proven}")
 
 
-def limits_note(features: frozenset[str], hierarchy, limits, *, chosen: str = "auto") -> str:
-    """In plain words, what bounds each worker's resources here (recorded in every result)."""
+def limits_note(features: frozenset[str], hierarchy, limits, *, chosen: str = "auto") -> Msg:
+    """In plain words, what bounds each worker's resources here (recorded in every result, shown to
+    the student with ``-v`` in their language)."""
     gib = format(limits.memory_bytes / (1 << 30), ".3g")
     if "cgroup" in features and hierarchy is not None:
-        cpu = f", {format(limits.cpu_quota, 'g')} CPU" if hierarchy.cpu else ", no CPU cap (no cpu controller)"
-        return (f"cgroup v{hierarchy.version}: {gib} GiB memory (swap off), {limits.max_pids} processes{cpu} "
-                "per worker, each seen to fire at start-up")
+        if hierarchy.cpu:
+            return tr("cgroup v{version}: {gib} GiB memory (swap off), {pids} processes, {cpu} CPU per worker, each "
+                      "seen to fire at start-up", version=hierarchy.version, gib=gib, pids=limits.max_pids,
+                      cpu=format(limits.cpu_quota, "g"))
+        return tr("cgroup v{version}: {gib} GiB memory (swap off), {pids} processes, no CPU cap (no cpu controller) "
+                  "per worker, each seen to fire at start-up", version=hierarchy.version, gib=gib, pids=limits.max_pids)
     if chosen == "process":
-        return (f"the process level uses no cgroup: memory is polled against {gib} GiB, and there is no "
-                "per-worker process or CPU cap")
-    return (f"no cgroup could be written here (this needs root with cgroup v1, or a delegated cgroup v2 "
-            f"subtree): memory is polled against {gib} GiB, and there is no per-worker process or CPU cap")
+        return tr("the process level uses no cgroup: memory is polled against {gib} GiB, and there is no per-worker "
+                  "process or CPU cap", gib=gib)
+    return tr("no cgroup could be written here (this needs root with cgroup v1, or a delegated cgroup v2 subtree): "
+              "memory is polled against {gib} GiB, and there is no per-worker process or CPU cap", gib=gib)
