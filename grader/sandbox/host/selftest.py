@@ -205,13 +205,11 @@ def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
 def _prove_cgroup(w, hierarchy) -> Proof:
     """One request past every cgroup limit (threads, a spin, an allocation), its effect read from
     the cgroup's own counters while it runs: no reply is awaited, nor the OOM-killed worker's exit."""
-    from grader.sandbox.host.worker import request_frame
     from grader.sandbox.jail import cgroups
 
     paths = w.cgroups
     cgroups.tighten_for_proof(hierarchy, paths, memory_headroom=MEMORY_HEADROOM, pids_headroom=PIDS_HEADROOM)
-    w.send_ahead([request_frame({"op": "call", "name": "exceed_all", "kwargs": {},
-                                 "args": [10 * PIDS_HEADROOM, PROOF_SPIN_S, 4 * MEMORY_HEADROOM]})])
+    w.call_no_wait("exceed_all", 10 * PIDS_HEADROOM, PROOF_SPIN_S, 4 * MEMORY_HEADROOM)
     checks = {"pids": lambda: cgroups.refused_tasks(paths) > 0, "memory": lambda: cgroups.memory_capped(paths)}
     if hierarchy.cpu:
         checks["cpu"] = lambda: cgroups.throttled(paths) > 0
