@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from grader.i18n import tr
+from grader.i18n import Msg, tr
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
@@ -61,7 +61,7 @@ class Submission(Protocol):
     @property
     def files(self) -> dict[str, bytes]: ...
     @property
-    def error(self) -> str | None: ...
+    def error(self) -> Msg | None: ...
 
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
