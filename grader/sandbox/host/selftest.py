@@ -185,7 +185,7 @@ def check(sandbox, *, meta: bool, hierarchy=None) -> Proof:
 def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
     """Try to exceed, in worker `w`, each limit `features` claim (cgroup: memory, pids, and cpu
     where `hierarchy` has it; rss: memory); the worker is dead afterwards."""
-    from grader.sandbox.errors import WorkerCrashed
+    from grader.sandbox.errors import CrashKind, WorkerCrashed
 
     if "cgroup" in features and hierarchy is not None:
         return _prove_cgroup(w, hierarchy)
@@ -196,8 +196,8 @@ def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
         w.call("exceed_memory", 4 * RSS_HEADROOM, 2.0)
         return Proof({"memory": False}, {"memory": "an allocation past the polled memory cap went on"})
     except WorkerCrashed as e:
-        died = {} if e.kind == "memory" else {"memory": f"the worker died otherwise ({e})"}
-        return Proof({"memory": e.kind == "memory"}, died)
+        died = {} if e.kind is CrashKind.MEMORY else {"memory": f"the worker died otherwise ({e})"}
+        return Proof({"memory": e.kind is CrashKind.MEMORY}, died)
     except SandboxError as e:
         return Proof({"memory": False}, {"memory": f"the worker failed instead ({e})"})
 
