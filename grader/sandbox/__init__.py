@@ -27,6 +27,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from grader.sandbox.errors import (
+    CrashKind,
     EnvironmentBroken,
     SandboxError,
     StudentError,
@@ -46,6 +47,7 @@ _LAZY = {"Limits": "limits", "LoadReport": "host.reports", "NameInfo": "host.rep
          "Worker": "host.worker", "Handle": "wire", "Opaque": "wire"}
 
 __all__ = [
+    "CrashKind",
     "EnvironmentBroken",
     "Handle",
     "Limits",

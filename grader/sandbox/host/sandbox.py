@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from grader.i18n import Msg
+from grader.i18n import Msg, tr
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
@@ -163,7 +163,8 @@ class Sandbox:
                                        hierarchy=self._plan.hierarchy)
                 self.isolation = selftest.proven_level(self.features, proof, accept=accept_isolation)
                 if proof.unproven:
-                    self.limits_note = f"{', '.join(proof.unproven)} limit not proven, accepted by the instructor"
+                    self.limits_note = tr("{limits} limit not proven, accepted by the instructor",
+                                          limits=", ".join(proof.unproven))
         except BaseException:
             self.close()
             raise
