@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -154,6 +155,8 @@ class Sandbox:
                 self._zygote.wait_ready(self.limits.start_timeout_s)
                 if warm_meta:
                     self._zygote.warm_meta(self.limits.start_timeout_s)
+                if "landlock" in self.features and "error" not in self._zygote.resident:
+                    self._plan = dataclasses.replace(self._plan, resident=True)
             self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation)
             """What bounds each worker's resources here, in plain words (every result records it)."""
             if self_test:
@@ -205,6 +208,12 @@ class Sandbox:
     def zygote_pid(self) -> int | None:
         """The zygote's pid (None: no zygote, each worker is a fresh process)."""
         return self._zygote.pid if self._zygote is not None else None
+
+    @property
+    def page_cache(self) -> dict:
+        """What the zygote made resident for its workers, whose reads are kept to it (files, bytes,
+        read_bytes, seconds); empty where workers go without that (no zygote, no Landlock)."""
+        return dict(self._zygote.resident) if self._zygote is not None and self._plan.resident else {}
 
     @property
     def meta_warm(self) -> bool:

@@ -65,11 +65,14 @@ def _warm_ops() -> None:
     decode_frame(frame[PREFIX.size:PREFIX.size + hlen], frame[PREFIX.size + hlen:])
 
 
-def main(ctl_fd: int, warm_meta: bool = False) -> None:
+def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) -> None:
     # No cyclic collection while importing torch (and torch._dynamo for the meta warm-up): the
     # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
     # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
     gc.disable()
+    from grader.sandbox import resident
+
+    resident.record_opens()
     import torch
 
     torch.set_num_threads(1)
@@ -94,10 +97,11 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
     # objects again (and copies their pages on write). No collection first: the imports left little
     # garbage, and walking ~1e6 objects would delay the first worker.
+    page_cache = _make_reads_resident(libraries)
     gc.freeze()
     gc.enable()
     ctl = socket.socket(fileno=ctl_fd)
-    ctl.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "resident": page_cache}).encode())
     mine: set[int] = set()
     direct: dict[int, _Direct] = {}  # workers forked straight into their own PID namespace
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY) if sys.platform.startswith("linux") else -1
@@ -160,7 +164,7 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
                 ctl.send(json.dumps({"pid": pid}).encode())
             elif req.get("op") == "warm_meta" and not fds:
                 _warm_meta()
-                ctl.send(b'{"ok": true}')
+                ctl.send(json.dumps({"ok": True, "resident": _make_reads_resident(libraries)}).encode())
             else:
                 for fd in fds:
                     os.close(fd)
@@ -169,6 +173,23 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     _kill_all(mine)
     # Skip interpreter teardown: unloading torch is slow and nothing here needs flushing.
     os._exit(0)
+
+
+def _make_reads_resident(libraries: tuple[str, ...]) -> dict:
+    """Every page a worker may read, resident, and the Landlock layer that keeps its reads to them
+    (``grader.sandbox.resident``), `libraries` whole (folders on the workers' sys.path only); run
+    again after imports that add files. Its summary, or the error that leaves workers without it."""
+    import glob
+
+    import grader
+    from grader.sandbox import paths, resident
+
+    devices = (*paths.BASIC_DEVICES, *glob.glob("/dev/nvidia*"))  # a worker's own layer narrows them
+    try:
+        return resident.prepare(hidden=(os.path.dirname(os.path.realpath(grader.__file__)),),
+                                open_below=("/sys", os.getcwd()), devices=devices, libraries=libraries)
+    except OSError as e:
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 class _Direct:
@@ -237,4 +258,6 @@ def _kill_all(mine: set[int]) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), warm_meta="--warm-meta" in sys.argv[2:])
+    args = sys.argv[2:]
+    main(int(sys.argv[1]), warm_meta="--warm-meta" in args,
+         libraries=tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--library"))
