@@ -49,6 +49,11 @@ class BatchConfig:
     """Each folder in `paths` is one student's submission, not a folder of submissions."""
     newest: bool = False
     """Of several submissions giving one LMS student id, grade only the newest (else each under its own id)."""
+    batch_cpus: float | None = None
+    """CPUs all the local slots' workers may use at once, pre-started ones included (``--batch-cpus``;
+    None: one per slot)."""
+    batch_memory_bytes: int | None = None
+    """Memory they may use at once (``--batch-memory``; None: one worker's cap per slot)."""
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,19 @@ from grader.batch.recording import Tally
 from grader.errors import GraderError
 from grader.grading.engine import Engine, limits_for
 from grader.grading.factory import batch_engines, sandbox_for
-from grader.sandbox import Limits, Sandbox
+from grader.sandbox import Budget, Limits, Sandbox
 
 
 class LocalBackend:
     """`cfg.jobs` slots here: forked processes on the CPU on Linux (fork()-safe there), else threads."""
 
     def __init__(self, assignment: Assignment, device: torch.device, jobs: int, *, debug: bool = False,
-                 lang: str | None = None, accept_isolation: str | None = None):
+                 lang: str | None = None, accept_isolation: str | None = None,
+                 batch_cpus: float | None = None, batch_memory_bytes: int | None = None):
         self.assignment, self.device, self.jobs, self.debug = assignment, device, jobs, debug
         self.accept_isolation = accept_isolation
+        self.batch_cpus, self.batch_memory_bytes = batch_cpus, batch_memory_bytes
+        """What all the slots' workers may use at once (None: one CPU and one memory cap per slot)."""
         self.lang = lang
         """The students' feedback language the reports record (``--lang``)."""
         self.engines: list[Engine] = []
@@ -44,7 +47,9 @@ class LocalBackend:
         torch.set_num_threads(1)  # N slots on few cores: one grader thread each avoids oversubscription
         sandbox: Sandbox | None = None
         try:
-            sandbox = start_sandbox(limits_for(self.assignment), str(self.device), self.accept_isolation)
+            limits = limits_for(self.assignment)
+            sandbox = start_sandbox(limits, str(self.device), self.accept_isolation,
+                                    batch_budget(limits, n, self.batch_cpus, self.batch_memory_bytes))
             self.engines = batch_engines(self.assignment, sandbox, self.device, 1 if self.forked else n,
                                          lang=self.lang)
             freeze_heap()
@@ -67,12 +72,27 @@ def no_cgroup_warning(sandbox: Sandbox) -> str:
     return "" if "cgroup" in sandbox.features else f"the sandbox bounds less here than it should: {sandbox.limits_note}."
 
 
-def start_sandbox(limits: Limits, device: str, accept_isolation: str | None = None) -> Sandbox:
+def batch_budget(limits: Limits, slots: int, cpus: float | None, memory_bytes: int | None) -> Budget:
+    """What the batch's workers may use together: by default one CPU and one worker's memory cap
+    per slot, however many workers the slots keep alive at once (each also starts its next one
+    early). An operator error where a budget is below what one worker may use."""
+    budget = Budget(cpus=cpus if cpus is not None else float(slots) * limits.cpu_quota,
+                    memory_bytes=memory_bytes if memory_bytes is not None else slots * limits.memory_bytes)
+    if budget.cpus < limits.cpu_quota or budget.memory_bytes < limits.memory_bytes:
+        raise GraderError(f"--batch-cpus {format(budget.cpus, 'g')} / --batch-memory "
+                          f"{format(budget.memory_bytes / (1 << 30), '.3g')}G is less than one worker may use "
+                          f"({format(limits.cpu_quota, 'g')} CPU, {format(limits.memory_bytes / (1 << 30), '.3g')}G): "
+                          "give the batch at least that")
+    return budget
+
+
+def start_sandbox(limits: Limits, device: str, accept_isolation: str | None = None,
+                  budget: Budget | None = None) -> Sandbox:
     """One sandbox (one warm zygote) for every slot: a Sandbox is thread-safe and can be shared
     with forked slots, spawns are serialised at the zygote, and a second zygote would cost CPU at
-    start-up and memory (docs/performance.md)."""
+    start-up and memory (docs/performance.md). `budget`: what all their workers may use at once."""
     try:
-        return sandbox_for(limits, device, accept_isolation=accept_isolation)
+        return sandbox_for(limits, device, accept_isolation=accept_isolation, budget=budget)
     except Exception as e:  # noqa: BLE001
         raise GraderError(f"the sandbox could not start: {e}") from e
 

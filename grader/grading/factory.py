@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from grader.cases import Setup
     from grader.grading.engine import Engine
     from grader.grading.protocols import GradingSandbox
-    from grader.sandbox import Limits, Sandbox
+    from grader.sandbox import Budget, Limits, Sandbox
 
 
 def prestart_zygote(device: str, *, warm_meta: bool = False) -> Callable[[], None]:
@@ -45,13 +45,13 @@ def prestart_zygote(device: str, *, warm_meta: bool = False) -> Callable[[], Non
 
 
 def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygote: bool = True,
-                accept_isolation: str | None = None) -> Sandbox:
+                accept_isolation: str | None = None, budget: Budget | None = None) -> Sandbox:
     """A Sandbox whose environment self-test (limits included) has passed (`EnvironmentBroken`,
-    a `SandboxError`, where it did not)."""
+    a `SandboxError`, where it did not); `budget`: what all its workers may use together."""
     from grader.sandbox import Sandbox
 
     return Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
-                   accept_isolation=accept_isolation)
+                   accept_isolation=accept_isolation, budget=budget)
 
 
 def engine_for(assignment: Assignment, sandbox: GradingSandbox, *, device: torch.device | str = "cpu",

@@ -25,15 +25,16 @@ from grader.sandbox.errors import (
 
 if TYPE_CHECKING:
     from grader.sandbox.handle import Worker
-    from grader.sandbox.limits import Limits
+    from grader.sandbox.limits import Budget, Limits
     from grader.sandbox.reports import LoadReport, NameInfo
     from grader.sandbox.sandbox import Sandbox
     from grader.sandbox.wire import Handle, Opaque
 
-_LAZY = {"Limits": "limits", "LoadReport": "reports", "NameInfo": "reports", "Sandbox": "sandbox",
+_LAZY = {"Budget": "limits", "Limits": "limits", "LoadReport": "reports", "NameInfo": "reports", "Sandbox": "sandbox",
          "Worker": "handle", "Handle": "wire", "Opaque": "wire"}
 
 __all__ = [
+    "Budget",
     "EnvironmentBroken",
     "Handle",
     "Limits",

@@ -5,6 +5,9 @@ cgroup (``/proc/self/cgroup``); nothing else of the machine's cgroups is touched
 move a v2 delegation may need (below). Removal kills whatever is still inside first, so a folder
 that is gone held no process.
 
+- **a batch** (`make_batch`): a cgroup ``grader-<pid>-batch`` over every worker of a sandbox, with
+  the batch's memory and cpu budget (`Budget`): the workers' own cgroups are made below it, so
+  what they use together, the pre-started ones included, is bounded too.
 - **v1** (one hierarchy per controller): a memory cgroup (``memory.limit_in_bytes``, and the same
   for memory+swap where the kernel accounts swap), a pids cgroup (``pids.max``) and, where the
   kernel has the controller, a cpu cgroup (``cpu.cfs_quota_us``).
@@ -30,7 +33,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from grader.sandbox.limits import Limits
+from grader.sandbox.limits import Budget, Limits
 
 ROOT = "/sys/fs/cgroup"
 LEAF = "grader-main"
@@ -188,6 +191,60 @@ def _procs(fs: Files, path: str) -> list[str]:
         return []
 
 
+def make_batch(h: Hierarchy, budget: Budget) -> Hierarchy:
+    """A cgroup ``grader-<pid>-batch`` over every worker of this sandbox, `budget` written
+    (memory, swap off on v2, cpu quota where there is a cpu controller); the hierarchy returned
+    puts the workers' cgroups below it. Removed with `remove_batch`."""
+    name = f"grader-{os.getpid()}-batch"
+    fs = h.fs
+    made: list[str] = []
+    try:
+        for base in h.bases:
+            path = os.path.join(base, name)
+            fs.mkdir(path)
+            made.append(path)
+        quota = f"{max(1000, int(100_000 * budget.cpus))}"
+        if h.version == 2:
+            path = made[0]
+            fs.write(os.path.join(path, "memory.max"), str(budget.memory_bytes))
+            _write_if_there(fs, os.path.join(path, "memory.swap.max"), "0")
+            if h.cpu:
+                fs.write(os.path.join(path, "cpu.max"), f"{quota} 100000")
+            controllers = ["memory", "pids"] + (["cpu"] if h.cpu else [])
+            fs.write(os.path.join(path, "cgroup.subtree_control"), " ".join(f"+{c}" for c in controllers))
+            return Hierarchy(2, path, path, path if h.cpu else None, fs)
+        mem, pids = (os.path.join(b, name) for b in (h.memory, h.pids))
+        fs.write(os.path.join(mem, "memory.limit_in_bytes"), str(budget.memory_bytes))
+        _write_if_there(fs, os.path.join(mem, "memory.memsw.limit_in_bytes"), str(budget.memory_bytes))
+        cpu = os.path.join(h.cpu, name) if h.cpu else None
+        if cpu:
+            fs.write(os.path.join(cpu, "cpu.cfs_period_us"), "100000")
+            fs.write(os.path.join(cpu, "cpu.cfs_quota_us"), quota)
+    except BaseException:
+        remove_unused(made, fs)
+        raise
+    return Hierarchy(1, mem, pids, cpu, fs)
+
+
+def remove_batch(h: Hierarchy) -> None:
+    """Remove the batch cgroups `make_batch` made (what is still inside them first)."""
+    for base in h.bases:
+        _remove_tree(h.fs, base)
+
+
+def _remove_tree(fs: Files, path: str) -> None:
+    """Remove a cgroup and the cgroups below it, children first, killing what is left inside."""
+    try:
+        names = fs.listdir(path)
+    except OSError:
+        return
+    for name in names:
+        child = os.path.join(path, name)
+        if name.startswith("grader-") and fs.exists(os.path.join(child, "cgroup.procs")):
+            _remove_tree(fs, child)
+    remove([path], spare=None, fs=fs)
+
+
 def make(h: Hierarchy, seq: int, limits: Limits) -> list[str]:
     """Create the worker's cgroups, limits written; returns their folders."""
     name = f"grader-{os.getpid()}-{seq}"
@@ -270,7 +327,7 @@ def remove_unused(paths: list[str], fs: Files = OS) -> None:
 
 
 def remove_stale(h: Hierarchy, dead) -> None:
-    """Empty worker cgroups left by a grader that was killed (`dead(pid text)` says whose)."""
+    """Worker and batch cgroups left by a grader that was killed (`dead(pid text)` says whose)."""
     for base in h.bases:
         try:
             names = h.fs.listdir(base)
@@ -278,7 +335,7 @@ def remove_stale(h: Hierarchy, dead) -> None:
             continue
         for name in names:
             if name.startswith("grader-") and name != LEAF and dead(name.split("-")[1]):
-                remove_unused([os.path.join(base, name)], h.fs)
+                _remove_tree(h.fs, os.path.join(base, name))
 
 
 def _counters(fs: Files, path: str, name: str) -> dict[str, int]:
@@ -351,5 +408,7 @@ def tighten_for_proof(h: Hierarchy, paths: list[str], *, memory_headroom: int, p
             fs.write(os.path.join(p, "memory.limit_in_bytes"), str(mem_now + memory_headroom))
             _write_if_there(fs, os.path.join(p, "memory.memsw.limit_in_bytes"), str(mem_now + memory_headroom))
         if fs.exists(os.path.join(p, "cpu.cfs_quota_us")):
-            fs.write(os.path.join(p, "cpu.cfs_period_us"), str(PROOF_PERIOD_US))
+            # The quota first: below a batch's cgroup, the kernel refuses a period that would
+            # give this one more CPU, for a moment, than its parent has.
             fs.write(os.path.join(p, "cpu.cfs_quota_us"), "1000")
+            fs.write(os.path.join(p, "cpu.cfs_period_us"), str(PROOF_PERIOD_US))

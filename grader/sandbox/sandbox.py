@@ -29,7 +29,7 @@ from grader.sandbox import cgroups, prestart, selftest
 from grader.sandbox import plan as plans
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.handle import Worker
-from grader.sandbox.limits import Limits
+from grader.sandbox.limits import Budget, Limits
 from grader.sandbox.process import WorkerProcess
 from grader.sandbox.reaper import Reaper
 from grader.sandbox.reports import LoadReport
@@ -84,7 +84,7 @@ class Sandbox:
 
     def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
                  isolation: str = "auto", warm_meta: bool = True, prestarted: prestart.Prestart | None = None,
-                 self_test: bool = True, accept_isolation: str | None = None):
+                 self_test: bool = True, accept_isolation: str | None = None, budget: Budget | None = None):
         """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
 
         warm_meta: have the zygote run its first meta-device op before any worker starts (paid
@@ -101,6 +101,9 @@ class Sandbox:
 
         accept_isolation: the weaker level (its name) an instructor accepts where the self-test
         proves less than the level claims; it is then the level every result records.
+
+        budget: what all of this sandbox's workers together may use at once (a batch's slots, their
+        pre-started workers counted): one cgroup over them all, where cgroups can be written.
         """
         if isolation not in ("auto", "process"):
             raise ValueError(f"isolation must be 'auto' or 'process', not {isolation!r}")
@@ -143,6 +146,10 @@ class Sandbox:
         _LIVE.add(self)
         try:
             self._plan = plans.choose(isolation, probe, self._env, self._root, device)
+            self._batch: cgroups.Hierarchy | None = None
+            if budget is not None and self._plan.hierarchy is not None:
+                self._batch = cgroups.make_batch(self._plan.hierarchy, budget)
+                self._plan = dataclasses.replace(self._plan, hierarchy=self._batch)
             self._sys_path = plans.worker_sys_path(self._plan.read_paths)
             self.features: frozenset[str] = self._plan.features
             self.isolation: str = self._plan.name
@@ -157,7 +164,8 @@ class Sandbox:
                     self._zygote.warm_meta(self.limits.start_timeout_s)
                 if "landlock" in self.features and "error" not in self._zygote.resident:
                     self._plan = dataclasses.replace(self._plan, resident=True)
-            self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation)
+            self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation,
+                                                    budget=budget if self._batch is not None else None)
             """What bounds each worker's resources here, in plain words (every result records it)."""
             if self_test:
                 proof = selftest.check(self, meta=warm_meta or self._zygote is None,
@@ -347,6 +355,8 @@ class Sandbox:
             reaper.stop()
         if not self._owner:
             return
+        if getattr(self, "_batch", None) is not None:
+            cgroups.remove_batch(self._batch)
         self._stop_zygote()
         shutil.rmtree(self._root, ignore_errors=True)
         _LIVE.discard(self)

@@ -240,13 +240,19 @@ def proven_level(features: frozenset[str], proof: Proof, *, accept: str | None) 
                             f"weaker level, pass --accept-isolation {proven}")
 
 
-def limits_note(features: frozenset[str], hierarchy, limits, *, chosen: str = "auto") -> str:
-    """In plain words, what bounds each worker's resources here (recorded in every result)."""
+def limits_note(features: frozenset[str], hierarchy, limits, *, chosen: str = "auto", budget=None) -> str:
+    """In plain words, what bounds each worker's resources here (recorded in every result), and
+    the `budget` all of them share, where one was applied."""
     gib = format(limits.memory_bytes / (1 << 30), ".3g")
     if "cgroup" in features and hierarchy is not None:
         cpu = f", {format(limits.cpu_quota, 'g')} CPU" if hierarchy.cpu else ", no CPU cap (no cpu controller)"
+        shared = ""
+        if budget is not None:
+            cpus = f"{format(budget.cpus, 'g')} CPUs and " if hierarchy.cpu else ""
+            shared = (f"; all workers at once, pre-started ones included: {cpus}"
+                      f"{format(budget.memory_bytes / (1 << 30), '.3g')} GiB")
         return (f"cgroup v{hierarchy.version}: {gib} GiB memory (swap off), {limits.max_pids} processes{cpu} "
-                "per worker, each seen to fire at start-up")
+                f"per worker, each seen to fire at start-up{shared}")
     if chosen == "process":
         return (f"the process level uses no cgroup: memory is polled against {gib} GiB, and there is no "
                 "per-worker process or CPU cap")
