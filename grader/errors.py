@@ -2,20 +2,35 @@
 shows as one ``Error:`` line with exit status 2, without a traceback.
 
 Student mistakes are never raised as these; they become `CaseResult`s with an outcome.
+
+An error a student can meet (``grader check``, the notebook, the kit's pytest) is raised with a
+translatable message (``tr(...)``): ``str(e)`` stays English, ``e.render(lang)`` is what the student
+reads.
 """
 
 from __future__ import annotations
 
 import difflib
 
+from grader.i18n import Msg, as_msg, tr
+
 
 class GraderError(Exception):
     """A problem with how the grader was asked to run (bad spec, missing file, busy gradebook)."""
+
+    def __init__(self, message: Msg | str = "", *args: object):
+        super().__init__(str(message), *args)
+        self.msg: Msg = as_msg(message) if isinstance(message, Msg) else as_msg(str(message))
+        """The sentence as a message: translatable where it was raised with ``tr(...)``."""
 
     @property
     def message(self) -> str:
         """The sentence the operator reads."""
         return str(self)
+
+    def render(self, lang: str) -> str:
+        """The sentence in `lang` (English where it was raised as plain text)."""
+        return self.msg.render(lang) if self.msg else str(self)
 
 
 class UnknownAssignment(GraderError):
@@ -24,13 +39,17 @@ class UnknownAssignment(GraderError):
     def __init__(self, name: str, known: list[str]):
         names = sorted(set(known))
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.85)
-        guess = f"did you mean {close[0]!r}? " if close else ""
         if not names:
-            super().__init__(f"unknown assignment {name!r}: this grader knows no assignment here. Run the "
-                             "command in your kit's folder (the one holding assignments/), or pass -a with "
-                             "the path of the assignment folder")
+            super().__init__(tr("unknown assignment {name}: this grader knows no assignment here. Run the "
+                                "command in your kit's folder (the one holding assignments/), or pass -a with "
+                                "the path of the assignment folder", name=repr(name)))
             return
-        super().__init__(f"unknown assignment {name!r}; {guess}known assignments: {', '.join(names)}")
+        listed = ", ".join(names)
+        if close:
+            super().__init__(tr("unknown assignment {name}; did you mean {guess}? known assignments: {known}",
+                                name=repr(name), guess=repr(close[0]), known=listed))
+            return
+        super().__init__(tr("unknown assignment {name}; known assignments: {known}", name=repr(name), known=listed))
 
 
 class NoSubmissions(GraderError):

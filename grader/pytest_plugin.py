@@ -58,7 +58,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if session is None or session.hidden is None:
         return
     from grader.i18n import render, tr
-    from grader.report.selfcheck_text import hidden_sentence
+    from grader.report.check_text import hidden_sentence
 
     n, points = session.hidden
     terminalreporter.write_sep("-", "attention-grader")
@@ -118,7 +118,10 @@ class _KitSession:
             g = grade_one(folder, path, public_only=True, device=self.config.getoption("--grader-device"),
                           only=selected)
         except Exception as e:  # an operator problem (bad kit, no sandbox): fail every item with it
-            self.error = tr("the grader could not run: {error}", error=str(e)).render(lang)
+            from grader.errors import GraderError
+
+            said = e.render(lang) if isinstance(e, GraderError) else str(e)
+            self.error = tr("the grader could not run: {error}", error=said).render(lang)
             return
         self.results = {c.id: (c, g.report, vocabulary(g.report.concepts)) for c in g.report.cases}
         self.hidden = (g.hidden_cases, g.hidden_points)
@@ -185,7 +188,7 @@ def _failure_text(case: Any, report: Any, vocab: dict) -> str:
 
     lang = report.lang
     title = translate(case.title, lang)
-    message = clean_block(case_message(case, lang), 2000)
+    message = clean_block(case_message(case, lang), 2000, lang)
     if case.not_implemented:
         return tr("{title} [{id}]: not implemented yet", title=title, id=case.id).render(lang) + "\n" + message
     concept = case.concept or case.outcome.value
@@ -196,8 +199,8 @@ def _failure_text(case: Any, report: Any, vocab: dict) -> str:
     lines += [tr("{label}: {value}", label=f.label, value=f.value).render(lang)
               for f in evidence_facts(case.evidence, lang)]
     if case.evidence.traceback:
-        lines += ["", clean_block(case.evidence.traceback, 4000)]
+        lines += ["", clean_block(case.evidence.traceback, 4000, lang)]
     if not report.load.ok and report.load.message:
         lines += ["", tr("Your submission could not be loaded: {reason}",
-                         reason=clean_block(load_message(report, lang), 2000)).render(lang)]
+                         reason=clean_block(load_message(report, lang), 2000, lang)).render(lang)]
     return "\n".join(lines)

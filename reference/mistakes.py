@@ -169,14 +169,20 @@ def step_masks(weights, h: int, x: torch.Tensor, steps: list[tuple[int, int]], *
     """What the report's mask explorer shows of one call: the queries and keys (float64, per head)
     of the first decoding step after the prefill (else the only step), its keep mask (True = may
     attend), and the keep mask each mask mistake uses there ("concept" -> (B, 1, Tq, Tk)), for
-    those that differ. ``mask``: the call's (B, 1, 1, T) keep mask of the whole sequence, or None."""
+    those that differ. ``mask``: the call's keep mask of the whole sequence, (B, 1, 1, T) or with
+    query rows (B, 1, T, T) (a causal and a padding mask combined into one), or None."""
     W = {n: weights[f"W_{n}.weight"].double().cpu() for n in "qk"}
     x = x.double().cpu()
     start, end = steps[1] if len(steps) > 1 else steps[0]
     q = _split(x[:, start:end] @ W["q"].T, h, "standard")  # (B, h, Tq, d_k)
     k = _split(x[:, :end] @ W["k"].T, h, "standard")  # (B, h, Tk, d_k)
     B, tq, tk = x.shape[0], end - start, end
-    pad = torch.ones(B, 1, 1, tk, dtype=torch.bool) if mask is None else mask.cpu()[..., :tk].expand(B, 1, 1, tk)
+    if mask is None:
+        pad = torch.ones(B, 1, 1, tk, dtype=torch.bool)
+    else:  # the step's query rows of a mask that has them
+        m = mask.cpu()
+        m = m[..., start:end, :tk] if m.dim() >= 2 and m.shape[-2] > 1 else m[..., :tk]
+        pad = m.expand(B, 1, m.shape[-2], tk)
 
     def keep_with(how: str, padded: bool = True) -> torch.Tensor:
         tri = _causal(tq, tk, how) if causal else None

@@ -138,7 +138,7 @@ def check_twice(student, s: Setup) -> Verdict:
     pairs = isinstance(second, (tuple, list)) and len(second) == 2
     if pairs:
         for b, name in zip(second, ("out", "weights")):
-            bad = check_comparable(b, f"{name} of the second call")
+            bad = check_comparable(b, tr("{name} of the second call", name=name))
             if bad:
                 return bad
     if not (pairs and all(identical(a, b) for a, b in zip(first, second))):

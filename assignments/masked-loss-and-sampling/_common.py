@@ -12,7 +12,7 @@ from grader.cases import Setup, SetupContext, Verdict
 from grader.checks.compare import check_comparable, is_tensor, not_a_tensor
 from grader.checks.stats import check_frequencies, frequency_problems
 from grader.results import Evidence
-from grader.i18n import tr, verbatim
+from grader.i18n import Msg, tr, verbatim
 from grader.sandbox import StudentError
 
 from . import solution  # the assignment's reference (in a kit: a stand-in; setups come stored)
@@ -66,7 +66,7 @@ def loss_batch(ctx: SetupContext, B: int, T: int, V: int, lengths: list[int], *,
 
 
 def check_loss(actual: object, s: Setup, *, concept: str, nan_concept: str | None = None,
-               what: str = "masked_cross_entropy(logits, targets, mask)") -> Verdict:
+               what: Msg | str = "masked_cross_entropy(logits, targets, mask)") -> Verdict:
     """A 0-dim float32 tensor, finite, within tolerance of the reference; else the mistake whose
     value it reproduces, or, when it reproduces none, what is wrong (value against expected) under
     the generic "cross-entropy" concept: no cause the evidence does not show."""
@@ -125,7 +125,7 @@ def gradient_setup(ctx: SetupContext) -> Setup:
 
 def check_gradient(student, s: Setup) -> Verdict:
     i = s.inputs
-    what = "the gradient of masked_cross_entropy with respect to logits"
+    what = tr("the gradient of masked_cross_entropy with respect to logits")
     try:
         _, (grad,) = student.vjp("masked_cross_entropy", (i["logits"], i["targets"], i["mask"]), wrt=[0],
                                  cotangent=torch.tensor(1.0))

@@ -148,10 +148,10 @@ def _(student, s, param):
         n = sq.shape[1]
         rows = batched[b, :n] if i["side"] == "right" else batched[b, -n:]
         if type(alone) is not torch.Tensor or alone.shape != (1, n, i["d"]) or alone.device.type == "meta":
-            return (check_structure(alone, (1, n, i["d"]), torch.float32, what=f"forward(sequence {b})",
+            return (check_structure(alone, (1, n, i["d"]), torch.float32, what=tr("forward(sequence {b})", b=b),
                                     shape_concept="padding-broadcast")
-                    or check_comparable(alone, f"forward(sequence {b})") or Verdict.fail("signature", tr("bad output")))
-        v = check_values(rows, Expected(alone[0].detach().double(), None, torch.float32), what=f"sequence {b}",
+                    or check_comparable(alone, tr("forward(sequence {b})", b=b)) or Verdict.fail("signature", tr("bad output")))
+        v = check_values(rows, Expected(alone[0].detach().double(), None, torch.float32), what=tr("sequence {b}", b=b),
                          concept="padding-broadcast", atol=1e-5, rtol=1e-4,
                          message=tr("Sequence {b} gives different outputs alone and inside a {side}-padded batch: "
                                     "padding must hide keys, never change real tokens.", b=b, side=i['side']))

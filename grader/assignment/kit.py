@@ -238,9 +238,27 @@ def locate_assignment(name: str | None, submission: Path | None, *, kits: bool =
             raise UnknownAssignment(name, list(known) + list(near))
         return known[name]
     if submission is None:
-        raise GraderError("missing -a/--assignment")
+        raise GraderError(tr("missing -a/--assignment"))
     if len(near) == 1:
         # Inside a kit there is one assignment: grade against it even when the file lacks an entry
         # point, so that the student reads "defines no 'combine_masks'" rather than a guess failing.
         return next(iter(near.values()))
     return infer(submission, near or available())
+
+
+def language_near(submission: Path | None, assignment: str | None = None) -> str | None:
+    """The ``lang`` a student's command speaks before anything is graded, from spec.toml files
+    alone: the assignment it locates, else the kits beside the submission, in the working directory
+    or installed with the grader when they agree on one; None when none says (or on any error)."""
+    try:
+        folders = [locate_assignment(assignment, submission)]
+    except (GraderError, OSError):
+        starts = [submission.resolve().parent] if submission is not None else []
+        folders = list((find_kit(*starts, Path.cwd()) or installed_kits()).values())
+    langs = set()
+    for folder in folders:
+        try:
+            langs.add(read_spec(folder).get("lang"))
+        except GraderError:
+            continue
+    return langs.pop() if len(langs) == 1 and None not in langs else None

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from grader.errors import AssignmentSpecError, GraderError, UnknownAssignment
 from grader.assignment.seed import assignment_seed
-from grader.i18n import LANGUAGES, add_assignment_locales, normalise
+from grader.i18n import LANGUAGES, add_assignment_locales, normalise, tr
 
 if TYPE_CHECKING:  # finding and reading specs stays torch-free: `grader check` starts faster
     from grader.cases import Case, CaseInstance
@@ -130,7 +130,7 @@ def infer(submission: Path, candidates: dict[str, Path]) -> Path:
         else:
             text = submission.read_bytes()[: 20 << 20].decode("utf-8", "replace")
     except OSError as e:
-        raise GraderError(f"cannot read {submission}: {e.strerror or e}") from e
+        raise GraderError(tr("cannot read {path}: {reason}", path=str(submission), reason=str(e.strerror or e))) from e
     matches, partial = [], []
     for name, folder in sorted(candidates.items()):
         eps = [e.get("name", "") for e in read_spec(folder).get("entry_points", [])]
@@ -145,15 +145,15 @@ def infer(submission: Path, candidates: dict[str, Path]) -> Path:
         # Most entry points are there (one renamed or missing): grading says which one is absent.
         return partial[0][1]
     if not candidates:
-        raise GraderError(f"could not tell which assignment {submission.name} is for: this grader knows no "
-                          "assignment here. Run grader check in your kit's folder (the one holding "
-                          "assignments/), or pass -a with the path of an assignment folder")
+        raise GraderError(tr("could not tell which assignment {file} is for: this grader knows no assignment "
+                             "here. Run grader check in your kit's folder (the one holding assignments/), or "
+                             "pass -a with the path of an assignment folder", file=submission.name))
     known = ", ".join(sorted(candidates))
     if not matches:
-        raise GraderError(f"could not tell which assignment {submission.name} is for; pass -a/--assignment "
-                          f"(known: {known})")
-    raise GraderError(f"{submission.name} matches several assignments ({', '.join(n for n, _ in matches)}); "
-                      "pass -a/--assignment")
+        raise GraderError(tr("could not tell which assignment {file} is for; pass -a/--assignment (known: {known})",
+                             file=submission.name, known=known))
+    raise GraderError(tr("{file} matches several assignments ({names}); pass -a/--assignment",
+                         file=submission.name, names=", ".join(n for n, _ in matches)))
 
 
 class _NoReference(types.ModuleType):

@@ -18,7 +18,7 @@ from grader.assignment.kit import CONFTEST, KIT_TABLE, SHIPPED_CASE_FILES, SPEC_
 from grader.assignment.seed import kit_seed
 from grader.assignment.spec import read_spec
 from grader.errors import AssignmentSpecError, GraderError
-from grader.i18n import DEFAULT, Msg, normalise, ntr, tr, translate
+from grader.i18n import DEFAULT, N_, Msg, normalise, ntr, tr, translate
 from grader.i18n.documents import translate_markdown, translate_notebook
 from grader.report.outdir import writable_dir
 
@@ -75,15 +75,17 @@ def readme_text(original: str | None, *, title: str, aid: str, submission: str, 
     stem = Path(submission).stem
     notebook = f"{stem}.ipynb" if f"{stem}.ipynb" in info.starters else None
     if notebook:
-        commands = f"""grader check {notebook}    # if you work in the notebook (save it first)
-grader check {submission}       # if you work in the .py file
-grader check .                  # this folder: grades whichever of the two you changed
-pytest                          # the same public cases as pytest tests (this folder, as above)
-pytest --submission {notebook}"""
+        rows = [(f"grader check {notebook}", N_("if you work in the notebook (save it first)")),
+                (f"grader check {submission}", N_("if you work in the .py file")),
+                ("grader check .", N_("this folder: grades whichever of the two you changed")),
+                ("pytest", N_("the same public cases as pytest tests (this folder, as above)")),
+                (f"pytest --submission {notebook}", "")]
     else:
-        commands = f"""grader check {submission}       # public cases, a hint for each failure, an HTML report
-pytest                          # the same public cases as pytest tests
-pytest --submission other.py    # another file"""
+        rows = [(f"grader check {submission}", N_("public cases, a hint for each failure, an HTML report")),
+                ("pytest", N_("the same public cases as pytest tests")),
+                ("pytest --submission other.py", N_("another file"))]
+    commands = "\n".join(f"{command:<31} # {translate(comment, lang)}" if comment else command
+                          for command, comment in rows)
     section = setup_section(install, notebook, say) + "\n## " + say(tr("Checking your work")) + "\n\n" + say(tr(
             "Then, in this folder:")) + f"\n\n```bash\n{commands}\n```\n\n" + say(tr(
                 "`grader check` finds the assignment in `assignments/{aid}/` next to your file and prints a hint for "

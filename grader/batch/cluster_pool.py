@@ -279,7 +279,7 @@ class ClusterPool:
         """Every case ERROR ("crash"): grading this submission killed its Dask worker every time."""
         import torch
 
-        from grader.grading.case_results import environment_of, submission_info, unrun_report
+        from grader.grading.outcomes import environment_of, submission_info, unrun_report
         from grader.grading.setups import compute_setup
 
         instances = self.assignment.instances()

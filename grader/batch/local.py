@@ -1,6 +1,7 @@
 """The local back-end: N grading slots on this machine, sharing one sandbox (one warm zygote) and
-one computation of the reference setups and the call plan. On the CPU on Linux the slots are
-forked processes (`grader.batch.slots`); otherwise threads of this process.
+one computation of the reference setups, once the reference has scored 100 % in this jail. On the
+CPU on Linux the slots are forked processes (`grader.batch.slots`); otherwise threads of this
+process.
 """
 
 from __future__ import annotations
@@ -129,4 +130,4 @@ def _slot(engine: Engine, jobs: queue.Queue, done_q: queue.Queue, stop: threadin
             key, sub = jobs.get_nowait()
         except queue.Empty:
             return
-        done_q.put((key, *slots.grade_one(engine, key, sub, debug)))
+        done_q.put((key, *slots.grade_or_fault(engine, key, sub, debug)))

@@ -188,7 +188,7 @@ def weight_evidence(actual_w: torch.Tensor, a: AttentionCase, bad: list[int] | N
                 row_sums=[round(float(s), 6) for s in sums[:64]])
 
 
-def check_pair(result: object, a: AttentionCase, *, concept: str, what: str = "masked_attention") -> Verdict | None:
+def check_pair(result: object, a: AttentionCase, *, concept: str, what: Msg | str = "masked_attention") -> Verdict | None:
     """None when ``result`` is a pair (out, weights) of tensors of the reference's shapes and
     dtypes; else the verdict that says which part is not."""
     if not isinstance(result, (tuple, list)) or len(result) != 2:
@@ -199,15 +199,16 @@ def check_pair(result: object, a: AttentionCase, *, concept: str, what: str = "m
         return Verdict.fail("signature", tr("{what} must return a tuple (out, weights); it returned {type}.",
                                             what=what, type=got))
     for value, exp, name in ((result[0], a.out, "out"), (result[1], a.weights, "weights")):
-        bad = (check_structure(value, tuple(exp.oracle.shape), exp.dtype, what=f"{what}'s {name}",
-                               shape_concept=concept) or check_comparable(value, f"{what}'s {name}"))
+        part = tr("{what}'s {name}", what=what, name=name)
+        bad = (check_structure(value, tuple(exp.oracle.shape), exp.dtype, what=part, shape_concept=concept)
+               or check_comparable(value, part))
         if bad:
             return bad
     return None
 
 
 def check_attention(result: object, a: AttentionCase, *, concept: str, message: Msg | str,
-                    what: str = "masked_attention", atol: float | None = None) -> Verdict:
+                    what: Msg | str = "masked_attention", atol: float | None = None) -> Verdict:
     """Check (out, weights) against the reference and name the mistake when they differ."""
     bad = check_pair(result, a, concept=concept, what=what)
     if bad:

@@ -56,7 +56,7 @@ def is_tensor(value: object) -> bool:
     return type(value) is torch.Tensor
 
 
-def not_a_tensor(value: object, what: str) -> Verdict:
+def not_a_tensor(value: object, what: Msg | str) -> Verdict:
     got = getattr(value, "type_name", None) or type_name(value)
     return Verdict.fail("signature", tr("{what} should be a torch.Tensor, but your code returned {got}.",
                                         what=what, got=got),
@@ -68,7 +68,7 @@ def nan_locations(t: torch.Tensor, limit: int = 5) -> list[list[int]]:
     return [list(map(int, row)) for row in idx.tolist()]
 
 
-def check_structure(actual: object, shape: tuple[int, ...], dtype: torch.dtype, *, what: str,
+def check_structure(actual: object, shape: tuple[int, ...], dtype: torch.dtype, *, what: Msg | str,
                     shape_concept: str, dtype_concept: str = "output-dtype") -> Verdict | None:
     """Type, shape and dtype; None when all three are right. The messages state the facts only:
     what the rule is, and how to meet it, is the concept's (the assignment's spec.toml)."""
@@ -86,7 +86,7 @@ def check_structure(actual: object, shape: tuple[int, ...], dtype: torch.dtype, 
     return None
 
 
-def check_comparable(actual: object, what: str, *, concept: str = "device-placement") -> Verdict | None:
+def check_comparable(actual: object, what: Msg | str, *, concept: str = "device-placement") -> Verdict | None:
     """A plain tensor with values (a meta tensor has none to compare); None when it is one. Run
     before anything that reads a student's values: torch.equal, .cpu() or .tolist() raise on a
     meta tensor. `concept`: the one a meta tensor fails with (the assignment must declare it)."""
@@ -126,7 +126,7 @@ def evidence_of(c: Comparison, **extra) -> Evidence:
         expected_value=c.expected_value, actual_value=c.actual_value, **extra)
 
 
-def check_values(actual: object, exp: Expected, *, what: str, concept: str, message: Msg | str,
+def check_values(actual: object, exp: Expected, *, what: Msg | str, concept: str, message: Msg | str,
                  where: torch.Tensor | None = None, nan_concept: str | None = None,
                  atol: float | None = None, rtol: float | None = None) -> Verdict:
     """Full check of one tensor against the reference; ``message`` explains a value mismatch."""

@@ -24,7 +24,7 @@ MASK_MESSAGES: dict[str, Msg] = {
 }
 
 
-def additive_mask_verdict(actual: object, expected: torch.Tensor, what: str) -> Verdict | None:
+def additive_mask_verdict(actual: object, expected: torch.Tensor, what: Msg | str) -> Verdict | None:
     """A float mask that would be right as a bool keep-mask: an additive 0/-inf (or finfo.min)
     mask, or a 0/1 float one, perhaps with extra leading size-1 dims (tutorial code returns
     (1, T, T)). None when that is not what ``actual`` is."""
@@ -61,7 +61,7 @@ def with_mask_messages(alternatives: dict[str, torch.Tensor]) -> dict[str, Alter
     return {c: (m, MASK_MESSAGES[c]) if c in MASK_MESSAGES else m for c, m in alternatives.items()}
 
 
-def check_mask(actual: object, expected: torch.Tensor, *, what: str, concept: str, message: Msg | str,
+def check_mask(actual: object, expected: torch.Tensor, *, what: Msg | str, concept: str, message: Msg | str,
                alternatives: dict[str, Alternative] | None = None) -> Verdict:
     """Exact comparison of a bool mask; ``alternatives`` maps a concept to the mask that mistake
     builds, or to (mask, message). A mask reproduced without a message of its own is said in the

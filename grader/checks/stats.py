@@ -39,7 +39,7 @@ def frequency_problems(samples: torch.Tensor, probs: torch.Tensor, *, k: float =
                n=n, mean=format(mean[i], ".1f"), k=format(k, "g"), sigma=format(sigma[i], ".1f")) for i in bad]
 
 
-def check_frequencies(actual: object, probs: torch.Tensor, *, what: str, concept: str, message: Msg | str,
+def check_frequencies(actual: object, probs: torch.Tensor, *, what: Msg | str, concept: str, message: Msg | str,
                       k: float = 5.0) -> Verdict:
     """Check the draws ``actual`` (a 1-D integer tensor of outcomes) against the distribution ``probs``."""
     if not is_tensor(actual):

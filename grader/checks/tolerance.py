@@ -83,7 +83,7 @@ def _type_name(obj) -> str:
     return type.__dict__["__qualname__"].__get__(type(obj))
 
 
-def _plain_problem(t, what: str) -> Msg | str:
+def _plain_problem(t, what: Msg | str) -> Msg | str:
     """Why ``t`` cannot be compared, or "" when it is a plain dense real tensor."""
     if type(t) is not torch.Tensor:  # exact type: a subclass could override any method
         return tr("{what} is a {type}, not a plain torch.Tensor", what=what, type=_type_name(t))
@@ -100,7 +100,7 @@ def _as_float64(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to(device="cpu", dtype=torch.float64)
 
 
-def _check_reference(t, what: str) -> torch.Tensor:
+def _check_reference(t, what: Msg | str) -> torch.Tensor:
     problem = _plain_problem(t, what)
     if problem:  # the grader passed a bad reference: an operator error, not a student's
         raise TypeError(str(problem))

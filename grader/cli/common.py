@@ -15,7 +15,7 @@ import click
 
 from grader.assignment.spec import Assignment, available, infer, load_assignment
 from grader.errors import GraderError
-from grader.i18n import LANGUAGES
+from grader.i18n import DEFAULT, LANGUAGES, choose, tr
 
 
 def lang_option(fn):
@@ -44,16 +44,45 @@ class ExitCode(enum.IntEnum):
 
 class OperatorError(click.ClickException):
     """What click prints as ``Error: ...`` and exits 2 with: a `GraderError` (or any unexpected
-    exception) that reached a command."""
+    exception) that reached a command; ``错误：...`` where the student's language is Chinese."""
 
     exit_code = ExitCode.USAGE
+
+    def __init__(self, message: str, lang: str = DEFAULT):
+        super().__init__(message)
+        self.lang = lang
+
+    def show(self, file: Any = None) -> None:
+        if self.lang == DEFAULT:
+            return super().show(file)
+        click.echo(tr("Error: {message}", message=self.format_message()).render(self.lang),
+                   file=file or click.get_text_stream("stderr"), color=self.show_color)
 
 
 def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """How every command reports an operator error: one ``Error: ...`` line (exit 2), with the
     traceback too under ``--verbose``. An unexpected exception becomes such a line as well
-    (a SandboxError says the sandbox could not run); click's own exits pass through."""
+    (a SandboxError says the sandbox could not run); click's own exits pass through. In English:
+    the operator's commands (grade, validate, release) speak to the instructor."""
+    return _reported(fn, lambda kwargs: DEFAULT)
 
+
+def student_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`operator_errors` for a command a student runs (check, ci): the ``Error:`` line speaks the
+    student's language (``--lang``, else the assignment's, else the locale)."""
+    return _reported(fn, _student_language)
+
+
+def _student_language(kwargs: dict[str, Any]) -> str:
+    wanted = kwargs.get("lang")
+    if not wanted:
+        from grader.assignment.kit import language_near
+
+        wanted = language_near(kwargs.get("submission"), kwargs.get("assignment"))
+    return choose(wanted)
+
+
+def _reported(fn: Callable[..., Any], language: Callable[[dict[str, Any]], str]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         verbose = kwargs.get("verbose", False)
@@ -62,7 +91,8 @@ def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except GraderError as e:
             if verbose:
                 traceback.print_exc()
-            raise OperatorError(str(e)) from e
+            lang = language(kwargs)
+            raise OperatorError(e.render(lang), lang) from e
         except (click.exceptions.Exit, click.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
         except BrokenPipeError:
@@ -72,9 +102,13 @@ def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
             if verbose:
                 traceback.print_exc()
+            lang = language(kwargs)
             if isinstance(e, SandboxError):
-                raise OperatorError(f"the sandbox could not run: {e}") from e
-            raise OperatorError(f"unexpected {type(e).__name__}: {e} (rerun with --verbose for details)") from e
+                said = tr("the sandbox could not run: {error}", error=str(e))
+            else:
+                said = tr("unexpected {kind}: {error} (rerun with --verbose for details)", kind=type(e).__name__,
+                          error=str(e))
+            raise OperatorError(said.render(lang), lang) from e
 
     return wrapper
 

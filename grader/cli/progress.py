@@ -1,5 +1,12 @@
 """The batch's progress on the terminal: a line rewritten on stderr on a terminal, plain lines
-otherwise, and the warnings a run says once."""
+otherwise, and the warnings a run says once.
+
+Why not ``click.progressbar`` or rich's ``Progress``: the line carries what neither bar has a
+field for (how many are below 100 %, which student was graded last), and warnings, errors and the
+"Stopping ..." line must print between two redraws: click's bar has no way to clear its line for
+another message, and rich (not a dependency today) would add its import to every ``grader grade``
+for one line. The only escape written is "erase the line" (``\r`` + ``ESC [K``), on a terminal.
+"""
 
 from __future__ import annotations
 

@@ -17,18 +17,19 @@ from pathlib import Path
 import click
 
 from grader.errors import GraderError, OutputNotWritable
-from grader.cli.common import ExitCode, lang_option, operator_errors, prestart_sandbox
+from grader.cli.common import ExitCode, lang_option, operator_errors, prestart_sandbox, student_errors
 from grader.i18n import LANGUAGES, tr
 from grader.report.outdir import writable_dir
 from grader.assignment.kit import locate_assignment
 from grader.grading.single import Graded, all_passed, grade_one
-from grader.report.selfcheck_text import check_lines
+from grader.report.check_text import check_lines
 from grader.report.text import fmt_points
 
 def _readable_submission(path: Path) -> Path:
     if not path.exists():
-        hint = " (did you mean the .ipynb?)" if path.with_suffix(".ipynb").exists() else ""
-        raise GraderError(f"submission {path} does not exist{hint}")
+        if path.with_suffix(".ipynb").exists():
+            raise GraderError(tr("submission {path} does not exist (did you mean the .ipynb?)", path=str(path)))
+        raise GraderError(tr("submission {path} does not exist", path=str(path)))
     if path.is_symlink():
         return path  # not opened here: the loader decides (grader ci refuses links the pull request made)
     try:
@@ -38,14 +39,15 @@ def _readable_submission(path: Path) -> Path:
             with open(path, "rb") as f:
                 f.read(1)
     except OSError as e:
-        raise GraderError(f"cannot read submission {path}: {e.strerror or e}") from e
+        raise GraderError(tr("cannot read submission {path}: {reason}", path=str(path),
+                             reason=str(e.strerror or e))) from e
     return path
 
 
 def _writable_file(path: Path) -> Path:
     writable_dir(path.parent if str(path.parent) else Path("."))
     if path.is_dir():
-        raise OutputNotWritable(f"cannot write to {path}: it is a folder")
+        raise OutputNotWritable(tr("cannot write to {path}: it is a folder", path=str(path)))
     return path
 
 
@@ -71,7 +73,7 @@ def _exit_now(code: int) -> None:
               help="Where the reference and your code run.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, your code's tracebacks for errors, and up to 40 lines of what it printed (5 without -v).")
 @lang_option
-@operator_errors
+@student_errors
 def check(submission: Path, assignment: str | None, out_dir: Path, device: str, verbose: bool,
           lang: str | None) -> None:
     """Check your work on the public cases before you submit.
@@ -109,7 +111,8 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
         try:
             path = write_submission(g.report, out_dir / _report_name(g.report.submission.id, submission))
         except OSError as e:
-            raise OutputNotWritable(f"cannot write the report into {out_dir}: {e.strerror or e}") from e
+            raise OutputNotWritable(tr("cannot write the report into {path}: {reason}", path=str(out_dir),
+                                       reason=str(e.strerror or e))) from e
         click.echo(tr("Report: {path}", path=str(path)).render(g.report.lang))
     finally:
         g.finish()
@@ -183,7 +186,7 @@ def _repo_path(path: Path) -> str:
               help="Where the reference and your code run.")
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks for errors.")
 @lang_option
-@operator_errors
+@student_errors
 def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, summary_path: Path | None,
        device: str, verbose: bool, lang: str | None) -> None:
     """Grade a pull request: public and hidden cases, JUnit XML, job summary, annotations.

@@ -1,46 +1,43 @@
 """Grade one loaded submission: run every case against a sandboxed worker, never against student
 code in this process.
 
-Setups (inputs and reference results) do not depend on the submission, so one ``Engine`` computes
-each once and reuses it for every submission of a batch. A worker that times out or dies costs the
-case it was running; a fresh worker runs the rest. An entry point whose cases crash or time out
-more than ``Limits.max_restarts`` times has its remaining cases not run; the other entry points'
-cases still run. What the student's
-code did becomes an outcome in `grader.grading.student_outcomes`, results are built in
-`grader.grading.case_results`, setups in `grader.grading.setups`, the requests sent ahead in
-`grader.grading.request_plan`.
+For each case: run it; on a crash, restart. A worker that times out or dies costs the case it was
+running, and a fresh worker runs the rest. An entry point whose cases crash or time out more than
+``Limits.max_restarts`` times has its remaining cases not run (the other entry points' cases still
+run); past ``Limits.submission_timeout_s`` no further case starts. Setups (inputs and reference
+results) do not depend on the submission, so one ``Engine`` computes each once and reuses it for
+every submission of a batch (`grader.grading.setups`); what each case became is built in
+`grader.grading.outcomes`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Collection
 from pathlib import Path
-from collections.abc import Callable
 
 import torch
 
 from grader import untrusted
 from grader.assignment.signatures import call_defaults
 from grader.assignment.spec import Assignment
-from grader.cases import CaseInstance, Setup, Verdict
+from grader.cases import CaseInstance, CheckFn, Setup, Verdict
+from grader.checks.diagnose import find_rebinding, wrong_kind_message
 from grader.errors import AssignmentSpecError, GraderError
-from grader.grading.case_results import (all_failed, case_result, environment_of, grade_report, labelled,
-                                         submission_info, unrun_report)
+from grader.grading.outcomes import (CaseOutcome, all_failed, case_result, crashed, environment_of, given_up,
+                                     grade_report, labelled, not_run_after_failures, not_run_past_deadline, raised,
+                                     refused_reply, submission_info, timed_out, unreadable_value, unrun_report,
+                                     uses_of)
 from grader.grading.output_digest import DigestingCalls, output_digest
-from grader.grading.output_split import OutputSplit
 from grader.grading.protocols import GradingSandbox, GradingWorker
 from grader.grading.proxy import Student
 from grader.grading.reference_run import NotInReference, ReferenceWorker
-from grader.grading.request_plan import CallPlan, NotifyingCalls
 from grader.grading.setups import author_error, compute_setup, on_device, reply_cap
-from grader.grading.student_outcomes import (CaseOutcome, died, given_up, missing_entry_points, not_run_after_failures,
-                                             not_run_past_deadline, raised, unreadable_value, uses_of, worker_failed)
-from grader.i18n import Msg, choose
+from grader.i18n import Msg, choose, tr, verbatim
 from grader.results import CaseResult, Environment, GradeReport, LoadInfo, Outcome, SubmissionInfo
-from grader.sandbox import (Limits, OffPlan, SandboxError, StudentError, WireError, WorkerCrashed,
-                            WorkerTimeout)
+from grader.sandbox import Limits, SandboxError, StudentError, WireError, WorkerCrashed, WorkerTimeout
 from grader.submission.intake import Intake
 from grader.submission.load import LoadedSubmission
 
@@ -57,7 +54,7 @@ def limits_for(assignment: Assignment) -> Limits:
 
 class Engine:
     """Grades submissions of one assignment on one sandbox; engines of a batch share their setups
-    and call plan (`share_setups_from`)."""
+    (`share_setups_from`)."""
 
     def __init__(self, assignment: Assignment, sandbox: GradingSandbox, *, public_only: bool = False,
                  device: torch.device | str = "cpu", lang: str | None = None,
@@ -79,13 +76,11 @@ class Engine:
         self._environment: Environment | None = None
         self.intake = Intake()
         """Reads the submissions `grade_path` is given, behind the boundary (its process starts on first use)."""
-        self.plan = CallPlan()
-        """The requests each case makes, learned from the trusted reference (see learn_calls)."""
         self._reference_runs: dict[str, bool] = {}
         """Case instance id -> whether the trusted reference gets through the case's calls (see
         `reference_runs`); filled when first needed."""
         self._stored = assignment.stored is not None
-        if self._stored:  # a student kit: the reference ran at release time, its results are here
+        if assignment.stored is not None:  # a student kit: the reference ran at release time, its results are here
             from grader.grading import stored
 
             self.setups, self._reference_runs = stored.read(assignment.stored)
@@ -108,38 +103,12 @@ class Engine:
         if other.assignment is not self.assignment:
             raise ValueError("engines grade different assignments")
         self.setups = other.setups
-        self.plan = CallPlan(other.plan.requests, other.plan.stops)
         self._reference_runs = other._reference_runs
 
     def prepare(self) -> None:
         """Compute every case's inputs and reference results now (before forking workers)."""
         for inst in self.instances:
             self.setup(inst)
-
-    def learn_calls(self, solution: LoadedSubmission) -> list[CaseResult]:
-        """Grade `solution` (the trusted reference, as a submission) and keep, for each case it passes,
-        the request frames it made. Every later submission's worker is then sent those frames ahead
-        (``Worker.send_ahead``), so that its calls cost one round trip instead of one each. A case
-        needs its inputs only, never the student's answers, to know its calls, as long as the
-        answers are right. Requests are matched byte for byte; a submission that leaves the plan is
-        moved to a fresh worker that repeats the requests made so far (``_leave_plan``), so reports
-        are the same as without a plan. Nothing is learned when the solution does not load.
-
-        Returns the solution's case results: a batch checks that the trusted reference scores
-        100 % in this machine's real jail before it grades anyone."""
-        self.plan.requests = {}  # none while the solution itself is graded
-        learned: dict[str, list[bytes]] = {}
-        worker = self.sandbox.open(solution)
-        try:
-            if worker.load.ok:
-                worker.record = []
-                results, worker = self._run_cases(solution, worker, learn=learned)
-            else:
-                results = all_failed(self.assignment, self.instances, "load-error", worker.load.text)
-        finally:
-            worker.close()  # all of it gone before a batch forks its slot processes
-        self.plan.requests = learned
-        return results
 
     def environment(self) -> Environment:
         """What every report records about the grading environment; fixed once every setup exists."""
@@ -167,12 +136,14 @@ class Engine:
             return None  # grade() starts one the usual way, and reports what goes wrong
 
     def grade(self, sub: LoadedSubmission, *, student_id: str | None = None,
-              worker: GradingWorker | None = None) -> GradeReport:
-        """`worker`: from ``start_worker(sub)``; otherwise one is started here."""
+              worker: GradingWorker | None = None, wait_for_exit: bool = False) -> GradeReport:
+        """`worker`: from ``start_worker(sub)``; otherwise one is started here. `wait_for_exit`:
+        return only once the last worker is gone and cleaned up (``close``), not handed to the
+        sandbox's reaper thread (``retire``): before a batch forks its slot processes."""
         info = submission_info(sub, student_id)
         if sub.error:
             if worker is not None:
-                worker.retire()
+                _end(worker, wait_for_exit)
             return self.report_without_results(info, "load-error", sub.error_i18n if sub.error_i18n is not None
                                                else untrusted.text(sub.error, 4000))
         worker = self.sandbox.open(sub) if worker is None else self.sandbox.open(sub, started=worker)
@@ -189,125 +160,72 @@ class Engine:
                             cell_errors=[labelled(e, sub) for e in worker.load.cell_errors],
                             stdout=stdout, stderr=stderr, hidden_stdout=hidden_out, hidden_stderr=hidden_err)
         finally:
-            worker.retire()
+            _end(worker, wait_for_exit)
         return self._report(info, results, load)
 
-    def _run_cases(self, sub: LoadedSubmission, worker: GradingWorker, learn: dict[str, list[bytes]] | None = None,
-                   output: OutputSplit | None = None) -> tuple[list[CaseResult], GradingWorker]:
-        """Run every case; returns the results and the worker alive at the end (for its output).
-        `learn`: record each passed case's request frames into it (the worker's `record` is on).
-        `output`: marked before the first hidden case's inputs go to a worker."""
+    def _run_cases(self, sub: LoadedSubmission, worker: GradingWorker,
+                   output: OutputSplit) -> tuple[list[CaseResult], GradingWorker]:
+        """For each case: run it; on a crash, restart. Returns the results and the worker alive at
+        the end (for its output); `output` is marked before the first hidden case runs."""
         missing = missing_entry_points(self.assignment, worker, sub)
-        sent: dict[int, int] = {}  # instance index -> frames of its plan sent ahead to this worker
-        plan_from: int | None = 0 if self.plan.requests else None  # None: nothing (more) to send ahead
-        results: list[CaseResult] = []
         failures: dict[str, int] = {}  # entry point -> cases using it that crashed or timed out
-        cap = self.sandbox.limits.max_restarts
         deadline = time.monotonic() + self.sandbox.limits.submission_timeout_s
-
-        def send(worker, n: int) -> None:
-            """Send case `n`'s planned requests (with the public ones after it), marking the output
-            first when a hidden case's inputs are about to go."""
-            nonlocal plan_from
-            if self.instances[n].case.hidden and output is not None:
+        results: list[CaseResult] = []
+        for inst in self.instances:
+            not_run = self._not_run(inst, missing, failures, deadline)
+            if not_run is not None:
+                results.append(not_run)
+                continue
+            if inst.case.hidden:
                 output.mark(worker)
-            plan_from = self.plan.send(worker, self.instances, n, {**missing, **given_up(failures, cap)}, sent)
-
-        for n, inst in enumerate(self.instances):
-            absent = [name for name in inst.case.uses if name in missing]
-            if absent:
-                results.append(case_result(self.assignment, inst, Outcome.ERROR, Verdict.fail("signature", missing[absent[0]])))
-                continue
-            over = [name for name in uses_of(inst) if name in given_up(failures, cap)]
-            if over:
-                results.append(case_result(self.assignment, inst, Outcome.ERROR, not_run_after_failures(
-                    over[0], failures[over[0]])))
-                continue
-            if time.monotonic() > deadline:
-                results.append(case_result(self.assignment, inst, Outcome.TIMEOUT, not_run_past_deadline(
-                    self.sandbox.limits.submission_timeout_s)))
-                continue
-            if inst.case.hidden and output is not None:
-                output.mark(worker)
-            if plan_from is not None and n >= plan_from and not worker.queued:
-                send(worker, n)
             t0 = time.perf_counter()
-            made = worker.record
-            first = len(made) if made is not None else 0
-
-            def next_case(worker=worker, n=n, first=first) -> None:
-                # Case n has made every planned call and the worker holds nothing more: the next
-                # case's requests go now, so the worker runs them while this process compares.
-                nxt = n + 1
-                if (plan_from == nxt and nxt < len(self.instances) and worker.queued == 0
-                        and self.plan.complete(self.instances[n]) and len(worker.record) - first == sent.get(n)
-                        and not set(uses_of(self.instances[nxt])) & set(given_up(failures, cap))
-                        and time.monotonic() <= deadline):
-                    send(worker, nxt)
-
-            try:
-                done = self.run_case(inst, worker, sub, on_call=next_case if sent.get(n) else None)
-            except OffPlan:  # a request other than the next one sent ahead
-                self.plan.stop_at(inst, len(made) - first)
-                worker = self._leave_plan(sub, worker, made[:first])
-                sent.clear()
-                plan_from = n + 1
-                done = self.run_case(inst, worker, sub)
-            else:
-                gone = died(done, worker)  # restarted below
-                if not gone and sent.get(n, 0) > len(made or ()) - first:  # fewer calls than sent ahead
-                    self.plan.stop_at(inst, len(made) - first)
-                    worker = self._leave_plan(sub, worker, made)
-                    sent.clear()
-                    plan_from = n + 1
+            done = self.run_case(inst, worker, sub)
             results.append(case_result(self.assignment, inst, done.outcome, done.verdict, time.perf_counter() - t0))
-            if learn is not None and done.outcome is Outcome.PASSED:
-                learn[inst.id] = worker.record[first:]
             if died(done, worker):
                 worker.retire()
                 for name in uses_of(inst):
                     failures[name] = failures.get(name, 0) + 1
                 worker = self.sandbox.open(sub)
-                learn = None  # (learning: the reference itself failed; learn nothing more)
-                sent.clear()
-                plan_from = n + 1
         return results, worker
 
-    # --- leaving the call plan (see learn_calls) ---------------------------------------------
+    def _not_run(self, inst: CaseInstance, missing: dict[str, Msg], failures: dict[str, int],
+                 deadline: float) -> CaseResult | None:
+        """The result of a case that does not run: an entry point it uses is missing, or its cases
+        crashed or timed out more than ``max_restarts`` times, or the submission's time is up.
+        None: it runs."""
+        absent = [name for name in inst.case.uses if name in missing]
+        if absent:
+            return case_result(self.assignment, inst, Outcome.ERROR, Verdict.fail("signature", missing[absent[0]]))
+        over = given_up(failures, self.sandbox.limits.max_restarts)
+        given = [name for name in uses_of(inst) if name in over]
+        if given:
+            return case_result(self.assignment, inst, Outcome.ERROR, not_run_after_failures(given[0], failures[given[0]]))
+        if time.monotonic() > deadline:
+            return case_result(self.assignment, inst, Outcome.TIMEOUT,
+                               not_run_past_deadline(self.sandbox.limits.submission_timeout_s))
+        return None
 
-    def _leave_plan(self, sub: LoadedSubmission, worker: GradingWorker, made: list[bytes]) -> GradingWorker:
-        """The worker has run calls sent ahead that the cases did not make, which a straight run
-        would not have. A fresh worker makes again exactly the requests made so far (in one write)
-        and grading goes on with it, so every result is the one a straight run gives."""
-        worker.retire()
-        fresh = self.sandbox.open(sub)
-        if fresh.load.ok and made:
-            try:
-                fresh.replay(made, self.sandbox.limits.call_timeout_s)
-            except SandboxError:
-                pass  # it died: the case about to run reports how
-        fresh.record = list(made)
-        return fresh
-
-    def run_case(self, inst: CaseInstance, worker: GradingWorker, sub: LoadedSubmission,
-                 on_call: Callable[[], None] | None = None) -> CaseOutcome:
+    def run_case(self, inst: CaseInstance, worker: GradingWorker, sub: LoadedSubmission) -> CaseOutcome:
         """Run one case's check against `worker`: its outcome and verdict. The student's exceptions,
         timeouts and crashes are verdicts; the case's own exceptions are the author's
-        (AssignmentSpecError). `on_call`: called after each of the case's calls returns
-        (see `NotifyingCalls`)."""
+        (AssignmentSpecError)."""
         worker.reply_cap = reply_cap(self.setup(inst))
-        calls = DigestingCalls(worker if on_call is None else NotifyingCalls(worker, on_call))
+        calls = DigestingCalls(worker)
         try:
-            v = inst.case.check_fn(Student(calls, self.defaults), self.setup(inst), inst.param)
+            v = check_of(inst)(Student(calls, self.defaults), self.setup(inst), inst.param)
             if not v.passed:  # the similarity report compares wrong outputs by this digest
                 v = dataclasses.replace(v, evidence=dataclasses.replace(
                     v.evidence, output_digest=output_digest(calls.returned)))
             return CaseOutcome(Outcome.PASSED if v.passed else Outcome.FAILED, v)
         except StudentError as e:
             return raised(self.assignment, inst, e, sub, lambda: self.reference_runs(inst))
-        except (WorkerTimeout, WorkerCrashed, WireError) as e:
-            return worker_failed(e)
-        except (SandboxError, OffPlan, GraderError):
+        except WorkerTimeout as e:
+            return timed_out(e.text)
+        except WorkerCrashed as e:
+            return crashed(e.text)
+        except WireError as e:
+            return refused_reply(str(e))
+        except (SandboxError, GraderError):
             raise
         except Exception as e:  # the check raised: on the student's values, or on any (the author's mistake)
             if self.reference_runs(inst):
@@ -327,7 +245,7 @@ class Engine:
 
             reference = importlib.import_module(self.assignment.reference)
             try:
-                inst.case.check_fn(Student(ReferenceWorker(reference), self.defaults), self.setup(inst), inst.param)
+                check_of(inst)(Student(ReferenceWorker(reference), self.defaults), self.setup(inst), inst.param)
                 known = True
             except NotInReference:
                 known = True
@@ -346,3 +264,71 @@ class Engine:
     def _report(self, info: SubmissionInfo, results: list[CaseResult], load: LoadInfo) -> GradeReport:
         return grade_report(self.assignment, info, results, load, self.environment(), public_only=self.public_only,
                             lang=self.lang)
+
+
+def check_of(inst: CaseInstance) -> CheckFn:
+    """The case's check (a case without one is refused when its assignment loads)."""
+    if inst.case.check_fn is None:
+        raise AssignmentSpecError(f"case {inst.id!r} ({inst.case.where()}) has no check")
+    return inst.case.check_fn
+
+
+def _end(worker: GradingWorker, wait: bool) -> None:
+    """Kill the worker; with `wait`, return once it is gone and cleaned up."""
+    if wait:
+        worker.close()
+    else:
+        worker.retire()
+
+
+def died(done: CaseOutcome, worker: GradingWorker) -> bool:
+    """The case ended with its worker gone (timed out, crashed, or killed for an invalid reply):
+    the next case needs a fresh one."""
+    return done.outcome is Outcome.TIMEOUT or done.verdict.concept == "crash" or not worker.alive
+
+
+def missing_entry_points(a: Assignment, worker: GradingWorker, sub: LoadedSubmission) -> dict[str, Msg]:
+    """Entry point -> message, for entry points the submission lacks or defines as the wrong kind."""
+    eps = a.entry_points
+    try:
+        infos = worker.describe_all([ep.name for ep in eps]) if eps else {}
+    except SandboxError as e:
+        return {ep.name: tr("Could not inspect '{name}': {detail}", name=ep.name, detail=str(e)) for ep in eps}
+    out: dict[str, Msg] = {}
+    for ep in eps:
+        info = infos[ep.name]
+        if info.kind == ep.kind:
+            continue
+        found = verbatim(", ".join(info.available)) if info.available else tr("nothing callable")
+        if info.kind == "missing":
+            out[ep.name] = tr("Your submission defines no '{name}'; found: {found}. Define {signature}.",
+                              name=ep.name, found=found, signature=ep.signature)
+        else:
+            out[ep.name] = wrong_kind_message(ep.name, ep.kind, ep.signature, info.kind,
+                                              info.type_name, find_rebinding(sub.units, ep.name))
+    return out
+
+
+class OutputSplit:
+    """What a submission printed, split where the first hidden case was about to run: before that
+    the student may see it; after it, it may quote hidden inputs, so it is kept for the instructor
+    only (``LoadInfo.hidden_stdout``). Marks a worker's output once (``mark``), then splits
+    (``split``)."""
+
+    def __init__(self) -> None:
+        self._worker: object | None = None
+        self._before: tuple[str, str] | None = None
+
+    def mark(self, worker: GradingWorker) -> None:
+        if self._before is None:
+            self._worker, self._before = worker, worker.output()
+
+    def split(self, worker: GradingWorker) -> tuple[tuple[str, str], tuple[str, str]]:
+        """((stdout, stderr) the student may see, (stdout, stderr) for the instructor only)."""
+        now = worker.output()
+        if self._before is None:
+            return now, ("", "")
+        if worker is not self._worker:  # a fresh worker after the mark: all of it came after
+            return self._before, now
+        after = tuple(n[len(os.path.commonprefix([b, n])):] for b, n in zip(self._before, now))
+        return self._before, after  # type: ignore[return-value]

@@ -5,7 +5,7 @@ pytest plugin / the notebook self-check (through `grader.grading.single`), ``gra
 local slots, each Dask worker, ``grader validate`` and the benchmarks. So every one of them
 passes the same checks before it grades anyone:
 
-1. the environment self-test (`grader.sandbox.selftest`), run by the Sandbox itself: a real
+1. the environment self-test (`grader.sandbox.host.selftest`), run by the Sandbox itself: a real
    worker in the real jail does what correct code needs, and tries to exceed each limit the
    isolation level claims; a level that claims more than it proves stops here
    (``accept_isolation``: the one weaker level an instructor accepts explicitly);
@@ -32,13 +32,14 @@ if TYPE_CHECKING:
     from grader.cases import Setup
     from grader.grading.engine import Engine
     from grader.grading.protocols import GradingSandbox
+    from grader.results import CaseResult
     from grader.sandbox import Budget, Limits, Sandbox
 
 
 def prestart_zygote(device: str, *, warm_meta: bool = False) -> Callable[[], None]:
     """Start the zygote now, before this process imports torch (the Sandbox built later adopts it);
     returns what stops it when no Sandbox adopted it (a command that ended on a usage error)."""
-    from grader.sandbox.prestart import discard, prestart
+    from grader.sandbox.host.zygote import discard, prestart
 
     p = prestart(device, warm_meta=warm_meta)
     return lambda: discard(p)
@@ -81,11 +82,49 @@ def reference_setups(assignment: Assignment, device: torch.device | str, *, publ
 
 
 def prove_reference(engine: Engine) -> None:
-    """The trusted reference must score 100 % in this sandbox's jail (`GraderError` otherwise);
-    grading it also teaches the engine the requests each case makes (the call plan)."""
-    from grader.grading.call_plan import learn_calls
+    """The trusted reference, graded as a submission in this sandbox's jail like any other, must
+    score 100 %, or nothing is graded (`GraderError`): correct code would lose points here. Where
+    no reference submission can be written (an instructor's own assignment without one), there is
+    nothing to prove."""
+    from grader.errors import GraderError
+    from grader.results import Outcome
 
-    learn_calls(engine, engine.assignment)
+    results = reference_results(engine)
+    if results is None:
+        return
+    failed = [r for r in results if r.outcome is not Outcome.PASSED]
+    if failed:
+        listed = "; ".join(f"{r.id}: {r.message}" for r in failed[:3]) + (" ..." if len(failed) > 3 else "")
+        raise GraderError(f"the trusted reference fails {len(failed)} of {len(results)} cases in this "
+                          f"machine's sandbox ({engine.sandbox.isolation}), so correct code would lose "
+                          f"points here; nothing was graded. {listed}")
+
+
+def reference_results(engine: Engine) -> list[CaseResult] | None:
+    """The trusted reference's case results, graded in a worker of `engine`'s sandbox; its worker
+    is gone when this returns (a batch forks its slot processes next). None: no reference
+    submission could be written."""
+    import tempfile
+    from pathlib import Path
+
+    from grader.errors import GraderError
+    from grader.grading.reference_run import reference_submission
+    from grader.sandbox import SandboxError
+    from grader.submission.load import load_submission
+
+    a = engine.assignment
+    with tempfile.TemporaryDirectory(prefix="grader-reference-") as tmp:
+        try:
+            path = reference_submission(a, Path(tmp))
+        except (GraderError, OSError):
+            return None
+        try:
+            report = engine.grade(load_submission(path, main_module=a.main_module, cell_tag=a.cell_tag),
+                                  wait_for_exit=True)
+        except SandboxError as e:
+            raise GraderError(f"the trusted reference could not run in this machine's sandbox ({e}); "
+                              "nothing was graded") from e
+    return report.cases
 
 
 def batch_engines(assignment: Assignment, sandbox: GradingSandbox, device: torch.device, n: int, *,

@@ -14,23 +14,14 @@ class GradingWorker(Protocol):
 
     load: Any
     """The sandbox's LoadReport: ok, message, failure, cell_errors."""
-    record: list[bytes] | None
-    """Request frames made so far, when recording (the call plan); None otherwise."""
     reply_cap: int
 
     @property
     def alive(self) -> bool: ...
 
-    @property
-    def queued(self) -> int: ...
-
     def output(self) -> tuple[str, str]: ...
 
     def describe_all(self, names: list[str]) -> dict[str, Any]: ...
-
-    def send_ahead(self, frames: list[bytes]) -> None: ...
-
-    def replay(self, frames: list[bytes], timeout: float) -> None: ...
 
     def retire(self) -> None: ...
 

@@ -13,7 +13,7 @@ import torch
 from grader.assignment.spec import Assignment
 from grader.cases import CaseInstance, Setup, SetupContext
 from grader.errors import AssignmentSpecError, GraderError
-from grader.grading.case_results import short
+from grader.grading.outcomes import short
 
 
 def compute_setup(a: Assignment, inst: CaseInstance, device: torch.device) -> Setup:

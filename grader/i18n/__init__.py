@@ -264,7 +264,7 @@ def _render_part(p: Part, lang: str) -> str:
         return template
     values = {str(k): _format_arg(v, lang) for k, v in p.args.items()}
     if set(_FIELD_NAMES.findall(template)) <= set(values):
-        return fill(template, values)
+        return fill(template, values, cjk=lang in CJK_LANGUAGES)
     # A broken translation must never lose the message: fall back to the English text.
     return fill(p.msgid, values)
 
@@ -273,20 +273,49 @@ _FIELD = re.compile(r"\{\{|\}\}|\{(\w+)\}")
 _FIELD_NAMES = re.compile(r"\{(\w+)\}")
 
 
-def fill(template: str, values: Mapping[str, str]) -> str:
+CJK_LANGUAGES = ("zh-CN",)
+"""Languages written without spaces between words, where code sits between spaces (`fill`)."""
+_HAN = re.compile(r"[\u3400-\u9fff]")
+_HAN_OR_CLOSING = re.compile(r"[\u3400-\u9fff）」』]")
+_LATIN_START = re.compile(r"[A-Za-z0-9_(\[`'\"<.+\-−]")
+_LATIN_END = re.compile(r"[A-Za-z0-9_)\]`'\">.%]")
+
+
+def fill(template: str, values: Mapping[str, str], *, cjk: bool = False) -> str:
     """``{name}`` placeholders of `template` replaced by `values` (``{{`` and ``}}`` are braces).
 
     Never ``str.format``: a message read back from a results file is data, and a placeholder such
     as ``{x.__class__}`` or ``{x[0]}`` must stay text instead of reaching into an argument's
     attributes; a placeholder without a value stays as written.
+
+    With `cjk` (a Chinese template), a value meets the text around it as Chinese typesetting wants
+    whatever the translator assumed it would hold: code gets a space against a Han character
+    (``调用 f() 时``), Chinese loses the one between it and Han (``f 的梯度是``, not ``梯度 是``).
     """
-    def one(m: re.Match[str]) -> str:
+    out: list[str] = []
+    pos = 0
+    for m in _FIELD.finditer(template):
+        out.append(template[pos:m.start()])
+        pos = m.end()
         token = m.group(0)
         if token in ("{{", "}}"):
-            return token[0]
-        return values.get(m.group(1), token)
-
-    return _FIELD.sub(one, template)
+            out.append(token[0])
+            continue
+        value = values.get(m.group(1), token)
+        if cjk and value and value != token:
+            before = "".join(out)[-2:]
+            after = template[pos:pos + 2]
+            if _HAN.match(value[0]) and before[-1:] == " " and _HAN.match(before[:1] or "x"):
+                out[-1] = out[-1][:-1] if out[-1].endswith(" ") else out[-1]
+            elif _LATIN_START.match(value[0]) and before and _HAN.match(before[-1]):
+                value = " " + value
+            if _HAN_OR_CLOSING.match(value[-1]) and after[:1] == " " and _HAN.match(after[1:2] or "x"):
+                pos += 1
+            elif _LATIN_END.match(value[-1]) and after and _HAN.match(after[0]):
+                value += " "
+        out.append(value)
+    out.append(template[pos:])
+    return "".join(out)
 
 
 def _format_arg(v: Arg, lang: str) -> str:

@@ -1,6 +1,8 @@
 """Whole documents a student reads, translated block by block: the kit's README (Markdown) and the
 starter notebook's markdown cells. Each prose block is one catalog message; code blocks, and
-blocks holding nothing but code (a heading such as "## `causal_mask`"), are kept as they are.
+blocks holding nothing but code (a heading such as "## `causal_mask`"), are kept as they are, but
+for the comment ending a line of a code block (``grader check attention.py   # if you work in the
+.py file``), which is a message of its own.
 """
 
 from __future__ import annotations
@@ -12,6 +14,21 @@ from typing import Any
 from grader.i18n import DEFAULT, translate
 
 _CODE_SPAN = re.compile(r"`[^`]*`")
+_COMMENT = re.compile(r"(?:^|\s)#\s+(?P<text>[^#`]*[A-Za-z]{2}[^#`]*?)\s*$")
+"""A shell or Python comment closing a line of code, when it holds words."""
+
+
+def code_comments(block: str) -> list[str]:
+    """The comments of a fenced code block's lines (each a message to translate)."""
+    return [m.group("text") for line in block.split("\n") if (m := _COMMENT.search(line))]
+
+
+def _translate_comments(block: str, lang: str) -> str:
+    def one(line: str) -> str:
+        m = _COMMENT.search(line)
+        return line[:m.start("text")] + translate(m.group("text"), lang) + line[m.end("text"):] if m else line
+
+    return "\n".join(one(line) for line in block.split("\n"))
 
 
 def markdown_blocks(text: str) -> list[tuple[str, bool]]:
@@ -49,7 +66,8 @@ def translate_markdown(text: str, lang: str) -> str:
     """`text` with each prose block in `lang` (English where the catalog has no entry)."""
     if lang == DEFAULT:
         return text
-    out = [translate(block, lang) if prose else block for block, prose in markdown_blocks(text)]
+    out = [translate(block, lang) if prose else _translate_comments(block, lang) if block.lstrip().startswith("```")
+           else block for block, prose in markdown_blocks(text)]
     return "\n\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 

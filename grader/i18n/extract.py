@@ -64,8 +64,11 @@ def extract_notebook(fileobj: IO[bytes], keywords: Any, comment_tags: Any, optio
 
 
 def extract_markdown(fileobj: IO[bytes], keywords: Any, comment_tags: Any, options: dict) -> Extracted:
-    from grader.i18n.documents import markdown_blocks
+    from grader.i18n.documents import code_comments, markdown_blocks
 
     for block, prose in markdown_blocks(fileobj.read().decode("utf-8")):
         if prose:
             yield 1, "N_", block, []
+        elif block.lstrip().startswith("```"):
+            for comment in code_comments(block):
+                yield 1, "N_", comment, ["a comment in a code block"]

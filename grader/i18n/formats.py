@@ -13,6 +13,15 @@ from datetime import datetime
 from grader.i18n import DEFAULT, catalog_dir
 
 
+LIST_SEPARATORS = {"zh-CN": "、"}
+"""How a language separates the items of a list in running text (English: ", ")."""
+
+
+def listing(items, lang: str) -> str:
+    """`items` (names, coordinates) as a list in a sentence of `lang`: ``a, b, c`` / ``a、b、c``."""
+    return LIST_SEPARATORS.get(lang, ", ").join(str(i) for i in items)
+
+
 @functools.cache
 def locale(lang: str):
     from babel import Locale

@@ -49,7 +49,7 @@ class NotebookNotFound(GraderError):
     """No notebook to grade; ``message`` is the same sentence, translatable."""
 
     def __init__(self, message: Msg):
-        super().__init__(str(message))
+        super().__init__(message)
         self.message_i18n = message
 
 

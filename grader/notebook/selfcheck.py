@@ -32,17 +32,24 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import GraderError
-from grader.i18n import choose, render, tr
-from grader.notebook.locate import Located, NotebookNotFound, find_notebook, install_hook, unsaved_warning
+from grader.i18n import DEFAULT, choose, render, tr
+from grader.i18n.formats import listing
+from grader.notebook.locate import Located, find_notebook, install_hook, unsaved_warning
 
 __all__ = ["CheckError", "CheckResult", "check", "close", "warm"]
 
 
 class CheckError(GraderError):
-    """The self-check could not run (an operator problem, not the student's code)."""
+    """The self-check could not run (an operator problem, not the student's code); `lang`: the
+    language its message was rendered in, which its ``Error:`` label follows."""
+
+    def __init__(self, message: str, lang: str = DEFAULT):
+        super().__init__(message)
+        self.lang = lang
 
     def _render_traceback_(self) -> list[str]:  # IPython: show this line instead of a traceback
-        return [f"\x1b[31mError:\x1b[0m {self}"]
+        label, _, rest = tr("Error: {message}", message="\0").render(self.lang).partition("\0")
+        return [f"\x1b[31m{label.rstrip()}\x1b[0m{label[len(label.rstrip()):]}{self}{rest}"]
 
 
 # --- the warm sandbox ------------------------------------------------------------------------
@@ -120,7 +127,7 @@ def _case_ids(folder: Path, function: str, lang: str) -> list[str]:
         names = sorted({n for i in public for n in i.case.uses})
         raise CheckError(tr("no public case checks {function}; functions with public cases: {names}. Or check the "
                             "whole notebook: notebook.check()", function=repr(function),
-                            names=", ".join(names)).render(lang))
+                            names=listing(names, lang)).render(lang), lang)
     return ids
 
 
@@ -181,13 +188,11 @@ def check(function: str | None = None, *, path: str | os.PathLike | None = None,
         graded = _grade(folder, nb, device, only)
     except CheckError:
         raise
-    except NotebookNotFound as e:
-        raise CheckError(e.message_i18n.render(lang)) from None
-    except GraderError as e:
-        raise CheckError(str(e)) from None
+    except GraderError as e:  # NotebookNotFound too: each says it in the student's language
+        raise CheckError(e.render(lang), lang) from None
     except Exception as e:  # noqa: BLE001 - a sandbox that cannot start, a broken kit: one line
         raise CheckError(tr("the self-check could not run: {error}",
-                            error=f"{type(e).__name__}: {e}").render(lang)) from e
+                            error=f"{type(e).__name__}: {e}").render(lang), lang) from e
     return CheckResult(graded=graded, function=function or "", located=Located(nb, where.how),
                        saved_at=_mtime(nb), warning=unsaved_warning(nb),
                        seconds=time.perf_counter() - start)
@@ -235,7 +240,7 @@ class CheckResult:
         return [c.id for c in self.report.cases if c.outcome.value != "passed"]
 
     def inline_view(self) -> Any:
-        from grader.report.selfcheck_text import hidden_sentence
+        from grader.report.check_text import hidden_sentence
         from grader.report.inline import InlineView
         from grader.report.text import fmt_points
 
@@ -278,7 +283,7 @@ class CheckResult:
 
     def __repr__(self) -> str:
         """The console's text: what the inline view says, in the report's language."""
-        from grader.report.selfcheck_text import case_lines, load_lines
+        from grader.report.check_text import case_lines, load_lines
 
         n, r = self.inline_view(), self.report
         lines = [n.title, n.graded_file]

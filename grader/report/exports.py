@@ -68,16 +68,16 @@ def _case_text(case: CaseResult, *, details: bool, vocab: dict[str, Concept], la
     if details:
         message = case_message(case, lang)
         if message:
-            parts.append(clean_block(message, 2000))
+            parts.append(clean_block(message, 2000, lang))
         facts = evidence_facts(case.evidence, lang)
         if facts:
             parts.append("\n".join(tr("{label}: {value}", label=f.label, value=f.value).render(lang) for f in facts))
-        parts += [clean_block(n, 1000) for n in case_notes(case.evidence, lang)]
+        parts += [clean_block(n, 1000, lang) for n in case_notes(case.evidence, lang)]
         if case.evidence.traceback:
-            parts.append(clean_block(case.evidence.traceback, 2000))
+            parts.append(clean_block(case.evidence.traceback, 2000, lang))
     else:
         parts.append(tr("Hidden case: details are not shown.").render(lang))
-    return clean_block("\n\n".join(parts), GRADESCOPE_OUTPUT_LIMIT)
+    return clean_block("\n\n".join(parts), GRADESCOPE_OUTPUT_LIMIT, lang)
 
 
 def gradescope_results(report: GradeReport, *, release_hidden: bool = False) -> dict:
@@ -103,10 +103,10 @@ def gradescope_results(report: GradeReport, *, release_hidden: bool = False) -> 
         output.append(translate(N_("Self-check: public cases only, not an official grade."), lang))
     if not report.load.ok:
         output.append(tr("The submission could not be loaded:").render(lang) + "\n"
-                      + clean_block(load_message(report, lang), 2000))
+                      + clean_block(load_message(report, lang), 2000, lang))
     for e in report.load.cell_errors:
         output.append(tr("Error while loading ({where}): {error}", where=e.where_i18n(),
-                         error=clean_block(e.error, 500)).render(lang))
+                         error=clean_block(e.error, 500, lang)).render(lang))
     return {
         "score": report.score.earned,
         "execution_time": round(sum(c.duration_s for c in report.cases), 3),

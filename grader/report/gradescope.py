@@ -68,5 +68,5 @@ def failure_results(detail: str, *, lang: str = DEFAULT) -> dict:
         "stdout_visibility": "hidden",
         "tests": [{"name": tr("Autograder error").render(lang), "score": 0.0, "max_score": 0.0,
                    "status": "failed", "visibility": "hidden",
-                   "output": clean_block(detail, 4000)}],
+                   "output": clean_block(detail, 4000, lang)}],
     }

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from grader.errors import OutputNotWritable
+from grader.i18n import tr
 
 
 def writable_dir(path: Path, *, what: str = "", hint: str = "") -> Path:
@@ -21,7 +22,8 @@ def writable_dir(path: Path, *, what: str = "", hint: str = "") -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as e:
-        raise OutputNotWritable(f"cannot write to {what}{path}: {e.strerror or e}" + (f"; {hint}" if hint else "")) from e
+        said = tr("cannot write to {path}: {reason}", path=f"{what}{path}", reason=str(e.strerror or e))
+        raise OutputNotWritable(said + (f"; {hint}" if hint else "")) from e
     return path
 
 

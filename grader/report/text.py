@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from grader import untrusted
-from grader.i18n import DEFAULT
+from grader.i18n import DEFAULT, ntr
 from grader.i18n.formats import decimal
 
 _CSV_FORMULA_START = ("=", "+", "-", "@", "|", "\t", "\r")
@@ -38,11 +38,11 @@ def truncate(text: str, limit: int = DEFAULT_LIMIT) -> tuple[str, int]:
     return text[:limit], len(text) - limit
 
 
-def clean_block(text: str | None, limit: int = DEFAULT_LIMIT) -> str:
-    """`clean` then `truncate`, with a plain note saying how much was cut."""
+def clean_block(text: str | None, limit: int = DEFAULT_LIMIT, lang: str = DEFAULT) -> str:
+    """`clean` then `truncate`, with a plain note (in `lang`) saying how much was cut."""
     kept, cut = truncate(clean(text), limit)
     if cut:
-        kept += f"\n… ({cut} more characters not shown)"
+        kept += "\n" + ntr("… ({n} more character not shown)", "… ({n} more characters not shown)", cut).render(lang)
     return kept
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from grader.checks.diagnose import NOT_IMPLEMENTED
 from grader.i18n import DEFAULT, N_, Msg, ntr, tr, translate
-from grader.i18n.formats import decimal, timestamp
+from grader.i18n.formats import decimal, listing, timestamp
 from grader.report.explorer_view import ExplorerView, build_explorer
 from grader.report.heatmap import HeatmapView, build_heatmap
 from grader.report.text import clean_block, fmt_num, fmt_points, one_line
@@ -116,7 +116,7 @@ class ReportView:
 
 
 def _listed(cells: list[list[int]], lang: str) -> str:
-    shown = ", ".join("(" + ", ".join(str(i) for i in c) + ")" for c in cells[:MAX_LISTED])
+    shown = listing(("(" + ", ".join(str(i) for i in c) + ")" for c in cells[:MAX_LISTED]), lang)
     more = len(cells) - MAX_LISTED
     return shown + (ntr(" … and {n} more place", " … and {n} more places", more).render(lang) if more > 0 else "")
 
@@ -125,7 +125,7 @@ def _leak_text(cells: list[list[int]], lang: str) -> str:
     words = [tr("query {q} → key {k}", q=c[-2], k=c[-1]).render(lang) if len(c) >= 2 else str(c)
              for c in cells[:MAX_LISTED]]
     more = len(cells) - MAX_LISTED
-    return ", ".join(words) + (tr(" … and {n} more", n=more).render(lang) if more > 0 else "")
+    return listing(words, lang) + (tr(" … and {n} more", n=more).render(lang) if more > 0 else "")
 
 
 def _shape(s: list[int] | None) -> str:
@@ -213,9 +213,9 @@ def _case_view(i: int, case: CaseResult, release_hidden: bool, vocab: dict[str, 
     maps = [m for j, h in enumerate(ev.heatmaps)
             if (m := build_heatmap(h, f"{uid_prefix}c{i}h{j}", ev.leaking_cells, lang)) is not None]
     return CaseView(
-        **common, message=clean_block(case_message(case, lang), 2000), facts=evidence_facts(ev, lang),
-        notes=[clean_block(n, 1000) for n in case_notes(ev, lang)],
-        traceback=clean_block(ev.traceback, TRACEBACK_LIMIT), heatmaps=maps,
+        **common, message=clean_block(case_message(case, lang), 2000, lang), facts=evidence_facts(ev, lang),
+        notes=[clean_block(n, 1000, lang) for n in case_notes(ev, lang)],
+        traceback=clean_block(ev.traceback, TRACEBACK_LIMIT, lang), heatmaps=maps,
         explorer=build_explorer(ev.explorer, f"{uid_prefix}x{i}") if case.outcome is not Outcome.PASSED else None,
     )
 
@@ -280,12 +280,12 @@ def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix:
                      Fact(translate(N_("Dtypes"), lang), ", ".join(one_line(d, 30) for d in env.dtypes) or "—"),
                      Fact(translate(N_("Isolation"), lang), one_line(env.isolation, 80))],
         public_only=report.public_only, release_hidden=release_hidden,
-        load_ok=load.ok, load_message=clean_block(load_message(report, lang), 2000),
-        cell_errors=[CellErrorView(one_line(_capitalised(e.where_i18n().render(lang)), 120), clean_block(e.error, 500),
-                                   clean_block(e.traceback, TRACEBACK_LIMIT)) for e in load.cell_errors],
-        stdout=clean_block(load.stdout, OUTPUT_LIMIT), stderr=clean_block(load.stderr, OUTPUT_LIMIT),
-        hidden_stdout=clean_block(load.hidden_stdout, OUTPUT_LIMIT) if release_hidden else "",
-        hidden_stderr=clean_block(load.hidden_stderr, OUTPUT_LIMIT) if release_hidden else "",
+        load_ok=load.ok, load_message=clean_block(load_message(report, lang), 2000, lang),
+        cell_errors=[CellErrorView(one_line(_capitalised(e.where_i18n().render(lang)), 120), clean_block(e.error, 500, lang),
+                                   clean_block(e.traceback, TRACEBACK_LIMIT, lang)) for e in load.cell_errors],
+        stdout=clean_block(load.stdout, OUTPUT_LIMIT, lang), stderr=clean_block(load.stderr, OUTPUT_LIMIT, lang),
+        hidden_stdout=clean_block(load.hidden_stdout, OUTPUT_LIMIT, lang) if release_hidden else "",
+        hidden_stderr=clean_block(load.hidden_stderr, OUTPUT_LIMIT, lang) if release_hidden else "",
         cases=cases, groups=groups,
         passed=[c for c in cases if c.outcome == Outcome.PASSED.value],
         n_hidden_withheld=sum(1 for c in cases if not c.details_shown),

@@ -1,8 +1,16 @@
-"""Errors raised by `Worker` methods; all are `SandboxError`s."""
+"""Errors raised by `Worker` methods (all are `SandboxError`s), and why a worker died, in words.
+
+The second half is pure: from what the supervisor reported (its status line), the cgroup's OOM
+count and the `Limits`, to a `WorkerCrashed` / message. The same death always gives the same message.
+"""
 
 from __future__ import annotations
 
+import errno
+import signal
+
 from grader.i18n import Msg, tr
+from grader.sandbox.limits import GiB, Limits
 
 
 class SandboxError(Exception):
@@ -61,3 +69,53 @@ class OffPlan(BaseException):
 
     def __init__(self, phase: str):
         super().__init__(f"off the call plan while {phase}")
+
+
+# --- why a worker died, in words for the student ---------------------------------------------
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+"""A student error with one of these errnos means the worker hit its disk limits."""
+
+
+def crash(status: dict, *, oom_killed: bool, limits: Limits, phase: Msg | str) -> WorkerCrashed:
+    """The channel closed while `phase`: how the worker died, from the supervisor's exit report
+    (``{"signal": n}``, ``{"exit": n}`` or nothing) and whether its memory cgroup killed it."""
+    st = status
+    if oom_killed:
+        err = WorkerCrashed("memory", memory_message(limits, phase))
+    elif "signal" in st:
+        sig = st["signal"]
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        if sig == signal.SIGXCPU:
+            err = WorkerCrashed("signal", tr("the worker used up its CPU time while {phase}", phase=phase))
+        else:
+            err = WorkerCrashed("signal", tr("the worker was killed by {signal} while {phase}", signal=name,
+                                             phase=phase))
+    elif "exit" in st:
+        err = WorkerCrashed("exit", tr("the submission's process exited (exit code {code}) while {phase}; code "
+                                       "that calls os._exit() or exit() stops its own grading",
+                                       code=st["exit"], phase=phase))
+    else:
+        err = WorkerCrashed("exit", tr("the worker stopped while {phase}", phase=phase))
+    return err
+
+
+def disk_message(limits: Limits) -> Msg:
+    return tr("your code wrote more than its files may hold ({total} MiB and {files} files in all, {one} MiB in "
+              "one file), so it was stopped", total=limits.scratch_bytes >> 20, files=limits.scratch_files,
+              one=limits.max_file_bytes >> 20)
+
+
+def memory_message(limits: Limits, phase: Msg | str) -> Msg:
+    return tr("the worker went over its memory limit of {gib} GiB while {phase}",
+              gib=format(limits.memory_bytes / GiB, ".2g"), phase=phase)
+
+
+def load_failure_message(e: SandboxError) -> Msg:
+    if isinstance(e, WorkerTimeout):
+        return tr("Loading the submission took longer than {seconds} s. Move long-running code (training loops, "
+                  "demos) out of the top level or behind `if __name__ == \"__main__\":`.", seconds=format(e.seconds, "g"))
+    return tr("The submission could not be loaded: {detail}", detail=getattr(e, "text", None) or str(e))

@@ -19,8 +19,7 @@ from collections.abc import Callable
 
 from grader.i18n import Msg, tr
 from grader.submission.ids import student_id
-from grader.submission.magics import neutralise_magics
-from grader.submission.selfcheck_cells import neutralise_self_checks
+from grader.submission.neutralise import neutralise_magics, neutralise_self_checks
 
 MAX_FILE_BYTES = 20 << 20
 """Largest single file read (a notebook full of stored outputs is refused, not parsed)."""
@@ -40,7 +39,7 @@ class CodeUnit:
     markdown cell is nothing to look for among code); None for .py."""
     source: str
     """The code, with IPython magics, !shell lines and (in notebooks) the grader's self-check calls
-    neutralised (same line numbers; see grader.submission.selfcheck_cells)."""
+    neutralised (same line numbers; see grader.submission.neutralise)."""
 
 
 def unit_title(unit: CodeUnit, width: int = 60) -> Msg | str:

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from grader.assignment.spec import load_assignment
 from grader.cli.app import main
 from grader.grading.single import Graded
-from grader.report.selfcheck_text import check_lines
+from grader.report.check_text import check_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBS = ROOT / "submissions" / "masked-attention"

@@ -5,13 +5,13 @@ a student id in Chinese characters everywhere it appears."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from chinese_text import english_words
 from grader.cli.app import main
 from grader.results import SCHEMA_VERSION
 
@@ -22,27 +22,6 @@ ASSIGNMENT = ROOT / "assignments" / "masked-attention"
 BUGGY = ROOT / "submissions" / "masked-attention" / "buggy" / "zero_fill.py"
 CORRECT = ROOT / "submissions" / "masked-attention" / "correct" / "einsum.py"
 ENGLISH_ENV = {"LC_ALL": None, "LC_MESSAGES": None, "LANGUAGE": None, "LANG": "C.UTF-8"}
-
-# What may stay in Latin letters in a Chinese line: code. A run of ASCII holding code punctuation
-# (`masked_attention`, `torch.finfo(scores.dtype).min`, `-inf`, `(B, 1, 1, T)`, `[attention_basic]`,
-# `mask-fill-value`, a path), an exception class (`NotImplementedError`), and these words of the
-# tutorials' own vocabulary that they leave untranslated.
-CODE_RUN = re.compile(r"[\x21-\x7e]*[_.()=\[\]'`/<>@^~|&:\-+*][\x21-\x7e]*")
-EXCEPTION = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]*)+\b")
-LATIN_KEPT = {"softmax", "dropout", "NaN", "inf", "dtype", "float16", "bfloat16", "float32", "torch", "AND", "OR",
-              "GPU", "CPU", "meta", "Lk", "Lq", "KV", "bool", "True", "False", "tril", "triu", "eval", "int64", "float64",
-              "Python", "Token"}
-
-
-CASE_ID = re.compile(r" \[.*\](?: — [\w-]+)?$")
-"""The case id (``[causal_mask_offset[2 of 5]]``) and concept id ending a case line."""
-
-
-def english_words(text: str) -> list[str]:
-    """Latin-letter words of `text` that are not code (see CASE_ID, CODE_RUN, EXCEPTION, LATIN_KEPT)."""
-    text = EXCEPTION.sub(" ", CODE_RUN.sub(" ", CASE_ID.sub("", text)))
-    return [w for w in re.findall(r"[A-Za-z][A-Za-z0-9]+", text) if w not in LATIN_KEPT]
-
 
 def run(*args: str, env: dict | None = None):
     return CliRunner().invoke(main, list(args), env={**ENGLISH_ENV, **(env or {})}, catch_exceptions=False)

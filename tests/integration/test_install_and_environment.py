@@ -103,14 +103,14 @@ def test_ci_refuses_to_grade_where_the_jail_would_fail_correct_code(tmp_path):
 
 
 def test_grade_refuses_when_the_reference_fails_in_the_jail(tmp_path, monkeypatch):
-    from grader.grading.engine import Engine
+    from grader.grading import factory
     from grader.results import CaseResult, Outcome, Points
 
-    def failing(self, solution):
+    def failing(engine):
         return [CaseResult(id="causal_square", title="t", outcome=Outcome.ERROR, points=Points(0, 1),
                            hidden=False, concept="load-error", message="ModuleNotFoundError: torch.fx")]
 
-    monkeypatch.setattr(Engine, "learn_calls", failing)
+    monkeypatch.setattr(factory, "reference_results", failing)
     (tmp_path / "in").mkdir()
     shutil.copy(SAMPLES / "correct" / "einsum.py", tmp_path / "in" / "alice.py")
     res = CliRunner().invoke(main, ["grade", str(tmp_path / "in"), "-a", "masked-attention",

@@ -161,7 +161,10 @@ def test_a_kit_released_in_chinese_speaks_chinese(tmp_path):
     assert readme.startswith("# 掩码与带掩码的缩放点积注意力\n\n在 `attention.py`（或笔记本 `attention.ipynb`）中实现四个函数。")
     assert "## 准备环境（只需一次）" in readme and "先装 PyTorch 的 CPU 版本" in readme
     assert "## 检查你的代码" in readme and f"正式评分时还会运行 {len(HIDDEN)} 个隐藏用例" in readme
-    assert "grader check attention.ipynb    # if you work in the notebook" in readme  # code blocks stay as written
+    # code blocks stay as written but for their comments
+    assert "grader check attention.ipynb    # 在笔记本里做作业时\n" in readme
+    assert "grader check attention.ipynb    # 在笔记本里做作业时（先保存）" in readme
+    assert "pytest                          # 同样的公开用例，作为 pytest 测试运行" in readme
     import json
 
     def cells(path: Path, kind: str) -> list[str]:

@@ -88,7 +88,7 @@ def test_isolation_string_matches_features(sb):
     assert ("process" in parts) == ("namespaces" not in sb.features)
     assert "rlimits" in parts and ("cgroup" in parts) != ("rss" in parts)
     if sb.uses_zygote:
-        assert processes_mentioning("grader.sandbox.zygote")
+        assert processes_mentioning("grader.sandbox.child.zygote")
 
 
 def test_linux_root_with_writable_cgroups_gets_the_full_jail(sb):

@@ -1,4 +1,4 @@
-"""The fallback path (no zygote): a fresh `python -m grader.sandbox.supervisor` per submission.
+"""The fallback path (no zygote): a fresh `python -m grader.sandbox.child.supervisor` per submission.
 
 With isolation="process" it is what macOS gets: rlimits, RSS polling, a process-group and
 subreaper kill, and no file or network isolation (asserted, so the gap stays visible).
@@ -31,11 +31,11 @@ def sb():
 
 
 def test_level_is_named_honestly(sb):
-    from grader.sandbox import jail
+    from grader.sandbox.jail import enter
 
     assert not sb.uses_zygote
     # The system-call filter applies wherever Linux has it, even at this level.
-    seccomp = "seccomp+" if jail.sys.platform.startswith("linux") and jail.seccomp.library() else ""
+    seccomp = "seccomp+" if enter.sys.platform.startswith("linux") and enter.seccomp.library() else ""
     assert sb.isolation == f"process+{seccomp}rss+rlimits"
 
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from grader.submission.load import load_submission
-from grader.sandbox import Limits, Sandbox, SandboxError, prestart
+from grader.sandbox import Limits, Sandbox, SandboxError
+from grader.sandbox.host import zygote
 from procs import process_table, processes_mentioning
 
 LIMITS = Limits(import_timeout_s=10, call_timeout_s=10, submission_timeout_s=60, memory_bytes=512 << 20,
@@ -65,17 +66,17 @@ def _alive(pid: int) -> bool:
 
 
 def test_early_module_does_not_import_torch():
-    code = "import sys, grader.sandbox.prestart, grader.sandbox; assert 'torch' not in sys.modules, 'torch'"
+    code = "import sys, grader.sandbox.host.zygote, grader.sandbox; assert 'torch' not in sys.modules, 'torch'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_prestarted_zygote_is_adopted_and_stopped(sub):
-    pre = prestart.prestart("cpu")
+    pre = zygote.prestart("cpu")
     assert pre is not None and _alive(pre.zygote.pid)
     sb = Sandbox(LIMITS, warm_meta=False)
     try:
         assert sb.zygote_pid == pre.zygote.pid and sb.root == pre.root
-        assert prestart.take("cpu") is None  # adopted once
+        assert zygote.take("cpu") is None  # adopted once
         with sb.open(sub) as w:
             assert torch.equal(w.call("double", torch.ones(2)), torch.full((2,), 2.0))
             assert w.call("which") == "attention.py"
@@ -85,7 +86,7 @@ def test_prestarted_zygote_is_adopted_and_stopped(sub):
 
 
 def test_explicit_prestart_cannot_be_adopted_twice():
-    pre = prestart.prestart("cpu")
+    pre = zygote.prestart("cpu")
     with Sandbox(LIMITS, warm_meta=False, prestarted=pre) as sb:
         assert sb.zygote_pid == pre.zygote.pid
         with pytest.raises(ValueError):
@@ -93,7 +94,7 @@ def test_explicit_prestart_cannot_be_adopted_twice():
 
 
 def test_a_prestart_nobody_adopts_is_stopped_at_exit(tmp_path):
-    code = ("from grader.sandbox.prestart import prestart\n"
+    code = ("from grader.sandbox.host.zygote import prestart\n"
             "p = prestart('cpu'); print(p.zygote.pid, p.root, flush=True)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     pid, root = out.stdout.split()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.sandbox import cgroups, selftest
+from grader.sandbox.host import selftest
+from grader.sandbox.jail import cgroups
 from grader.sandbox.limits import Budget, GiB, Limits
 
 CONTROLLER_FILES = {

@@ -125,3 +125,16 @@ def test_a_decoding_step_shows_the_mask_the_output_matched():
     e = mask_step_explorer(seen["q"], seen["k"], seen["keep"], seen["masks"]["causal-alignment"])
     assert e.parts[0].kind == "causal" and e.parts[0].keep == reference.causal_mask(2, 4).tolist()
     assert e.your_mask == [torch.ones(2, 4, dtype=torch.bool).tril().tolist()] and not e.illustrative
+
+
+def test_a_combined_mask_with_query_rows_gives_each_step_its_own_rows():
+    """One (B, 1, T, T) keep mask (causal AND padding, no causal=True): the explorer keeps the
+    mask's rows for the step's queries, and a mask without the padding differs from it."""
+    g = torch.Generator().manual_seed(2)
+    weights = {f"W_{n}.weight": torch.randn(8, 8, generator=g) for n in "qkvo"}
+    x = torch.randn(2, 5, 8, generator=g)
+    pad = reference.padding_mask([5, 2], 5, side="left")
+    keep = reference.causal_mask(5)[None, None] & pad[:, None, None, :]
+    seen = reference.mistakes.step_masks(weights, 2, x, [(0, 5)], mask=keep, causal=False)
+    assert torch.equal(seen["keep"], keep)
+    assert torch.equal(seen["masks"]["mask-combination"], torch.ones(2, 1, 5, 5, dtype=torch.bool))

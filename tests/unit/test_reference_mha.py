@@ -1,4 +1,5 @@
 import pytest
+from hypothesis import example, given, settings, strategies as st
 import torch
 from torch import nn
 
@@ -118,3 +119,117 @@ def test_left_padded_causal_padded_queries_are_zero():
     out = model(inputs(T=5), keep[:, None, None, :], causal=True)
     assert torch.all(out[1, :3] == 0)
     assert out[1, 3:].abs().min() > 0
+
+
+def test_the_explorer_masks_take_a_mask_with_a_row_per_query():
+    """A keep mask (B, 1, T, T) (causal and padding AND-ed by the caller) is cut to the step's rows."""
+    from reference import combine_masks, mistakes
+
+    model = make_model(torch.float32)
+    weights = {k: v.float() for k, v in model.state_dict().items()}
+    keep = combine_masks(causal_mask(5), padding_mask([5, 2], 5, side="left"))  # (B, 1, T, T)
+    seen = mistakes.step_masks(weights, HEADS, inputs(T=5, dtype=torch.float32), [(0, 5)], mask=keep, causal=False)
+    assert torch.equal(seen["keep"], keep)
+    assert torch.equal(seen["masks"]["mask-combination"], torch.ones(2, 1, 5, 5, dtype=torch.bool))
+
+
+# --- mha-kv-cache's half-precision allowance accepts every correct same-dtype implementation -------
+
+
+def _mha_common():
+    import importlib
+
+    from grader.assignment.spec import load_assignment
+
+    case = next(c for c in load_assignment("mha-kv-cache").cases if c.id == "mha_half_small")
+    return importlib.import_module(case.check_fn.__module__.rsplit(".", 1)[0] + "._common")
+
+
+def _heads(t, h):
+    B, T, d = t.shape
+    return t.view(B, T, h, d // h).transpose(1, 2)  # (B, h, T, d_k)
+
+
+def _mha_with(attend, W, x, h, keep, fused=False):
+    if fused:  # one product for q, k and v
+        q, k, v = (_heads(t, h) for t in (x @ torch.cat([W["q"], W["k"], W["v"]]).T).chunk(3, -1))
+    else:
+        q, k, v = (_heads(torch.nn.functional.linear(x, W[n]), h) for n in "qkv")
+    out = attend(q, k, v, keep)  # (B, h, T, d_k)
+    B, _, T, _ = out.shape
+    return torch.nn.functional.linear(out.transpose(1, 2).reshape(B, T, -1), W["o"])
+
+
+def _softmax(s):
+    return torch.softmax(s, -1)
+
+
+def _by_hand(s):
+    e = torch.exp(s - s.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def _attend(softmax=_softmax, prescale=False, fill=float("-inf"), reciprocal=False, how="matmul"):
+    def attend(q, k, v, keep):
+        scale = q.shape[-1] ** -0.5
+        if prescale:
+            q = q * scale
+        if how == "einsum":
+            s = torch.einsum("bhqd,bhkd->bhqk", q, k)
+        elif how == "bmm":
+            B, h, T, dk = q.shape
+            s = torch.bmm(q.reshape(B * h, T, dk), k.reshape(B * h, -1, dk).transpose(1, 2)).view(B, h, T, -1)
+        else:
+            s = q @ k.transpose(-2, -1)
+        s = s if prescale else s * scale
+        s = s.masked_fill(~keep, fill if fill is not None else torch.finfo(s.dtype).min)
+        if reciprocal:
+            e = torch.exp(s - s.amax(-1, keepdim=True))
+            return (e * (1.0 / e.sum(-1, keepdim=True))) @ v
+        return softmax(s) @ v
+    return attend
+
+
+def _sdpa(q, k, v, keep):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
+CORRECT_MHA = {
+    "torch.softmax": lambda W, x, h, keep: _mha_with(_attend(), W, x, h, keep),
+    "by hand": lambda W, x, h, keep: _mha_with(_attend(_by_hand), W, x, h, keep),
+    "q pre-scaled, by hand, reciprocal, finfo.min": lambda W, x, h, keep: _mha_with(
+        _attend(prescale=True, fill=None, reciprocal=True), W, x, h, keep),
+    "einsum": lambda W, x, h, keep: _mha_with(_attend(how="einsum"), W, x, h, keep),
+    "bmm, q pre-scaled": lambda W, x, h, keep: _mha_with(_attend(prescale=True, how="bmm"), W, x, h, keep),
+    "SDPA": lambda W, x, h, keep: _mha_with(_sdpa, W, x, h, keep),
+    "fused qkv, by hand": lambda W, x, h, keep: _mha_with(_attend(_by_hand), W, x, h, keep, fused=True),
+    "float32 upcast": lambda W, x, h, keep: _mha_with(
+        _attend(), {n: w.float() for n, w in W.items()}, x.float(), h, keep).to(x.dtype),
+}
+
+
+@pytest.mark.slow  # full tier: 40 examples of eight implementations
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(dtype=st.sampled_from([torch.float16, torch.bfloat16]),
+       shape=st.sampled_from([(1, 6, 16, 2), (2, 16, 32, 4), (3, 24, 64, 4), (2, 16, 64, 1)]),
+       x_scale=st.sampled_from([1.0, 3.0, 6.0]), seed=st.integers(0, 2**16))
+@example(dtype=torch.bfloat16, shape=(1, 16, 32, 4), x_scale=6.0, seed=51)  # q pre-scaled: 1.5 x torch.softmax's
+@example(dtype=torch.float16, shape=(2, 16, 64, 1), x_scale=6.0, seed=3)  # SDPA: 1.05 x torch.softmax's
+def test_mha_half_precision_rule_accepts_every_correct_same_dtype_implementation(dtype, shape, x_scale, seed):
+    """What mha-kv-cache's half-precision cases allow (``_common.expected``: twice the error of the
+    worst of torch.softmax, a softmax by hand, q pre-scaled and SDPA) covers each way of writing a
+    correct causal MHA in the input dtype, on inputs up to 6 x the cases' scale. The examples are
+    inputs where the allowance of torch.softmax's naive result alone refused correct code."""
+    from grader.checks.compare import compare
+
+    common = _mha_common()
+    B, T, d, h = shape
+    g = torch.Generator().manual_seed(seed)
+    W = {n: (torch.randn(d, d, generator=g) / d ** 0.5).to(dtype) for n in "qkvo"}
+    x = (torch.randn(B, T, d, generator=g) * x_scale).to(dtype)
+    exp = common.expected({f"W_{n}.weight": w.float() for n, w in W.items()}, h, x, causal=True)
+    keep = causal_mask(T)
+    with torch.no_grad():
+        for name, impl in CORRECT_MHA.items():
+            c = compare(impl(W, x, h, keep), exp)
+            assert c.ok, (name, c.reason)

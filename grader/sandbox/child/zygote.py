@@ -1,4 +1,4 @@
-"""The warm zygote: ``python -m grader.sandbox.zygote CTL_FD [--warm-meta]``.
+"""The warm zygote: ``python -m grader.sandbox.child.zygote CTL_FD [--warm-meta]``.
 
 Started by exec (never by forking the grader) with a cleared environment. It imports torch and
 this package only, stays single-threaded and never touches CUDA; the few CPU tensor ops it runs
@@ -70,7 +70,7 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
     # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
     # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
     gc.disable()
-    from grader.sandbox import resident
+    from grader.sandbox.jail import resident
 
     resident.record_opens()
     import torch
@@ -83,16 +83,17 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
     _warm_ops()
     if warm_meta:
         _warm_meta()
-    from grader.sandbox import jail, server, supervisor
+    from grader.sandbox.child import server, supervisor
+    from grader.sandbox.jail import enter
 
     try:
-        jail.seccomp.build()  # once here: each worker only loads it
+        enter.seccomp.build()  # once here: each worker only loads it
     except OSError:
         pass  # the jail probe finds the same and claims no seccomp
 
     server.queue_seed()
     if sys.platform.startswith("linux"):
-        jail.prctl(jail.PR_SET_CHILD_SUBREAPER, 1)
+        enter.prctl(enter.PR_SET_CHILD_SUBREAPER, 1)
     # Everything imported so far lives as long as the zygote and its forks: move it out of the
     # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
     # objects again (and copies their pages on write). No collection first: the imports left little
@@ -134,7 +135,7 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
                 sys.stderr.flush()
                 straight = bool(req.get("direct")) and own_pid_ns >= 0 and type(req.get("cfg")) is dict
                 try:
-                    pid = jail.fork_in_new_pid_ns(own_pid_ns) if straight else os.fork()
+                    pid = enter.fork_in_new_pid_ns(own_pid_ns) if straight else os.fork()
                 except OSError as e:
                     for fd in fds:
                         os.close(fd)
@@ -147,7 +148,7 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
                             d.status.close()
                         signal.set_wakeup_fd(-1)
                         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                        jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)
+                        enter.prctl(enter.PR_SET_PDEATHSIG, signal.SIGKILL)
                         if straight:
                             supervisor.direct(req["cfg"], *fds)
                         else:
@@ -177,12 +178,12 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
 
 def _make_reads_resident(libraries: tuple[str, ...]) -> dict:
     """Every page a worker may read, resident, and the Landlock layer that keeps its reads to them
-    (``grader.sandbox.resident``), `libraries` whole (folders on the workers' sys.path only); run
+    (``grader.sandbox.jail.resident``), `libraries` whole (folders on the workers' sys.path only); run
     again after imports that add files. Its summary, or the error that leaves workers without it."""
     import glob
 
     import grader
-    from grader.sandbox import paths, resident
+    from grader.sandbox.jail import paths, resident
 
     devices = (*paths.BASIC_DEVICES, *glob.glob("/dev/nvidia*"))  # a worker's own layer narrows them
     try:
@@ -223,14 +224,14 @@ class _Direct:
                 pass
 
     def exited(self, exit_status: int) -> None:
-        from grader.sandbox import supervisor
+        from grader.sandbox.child import supervisor
 
         self.send(supervisor.exit_report(exit_status, self.killing))
         self.status.close()
 
 
 def _reap(mine: set[int], direct: dict[int, _Direct]) -> None:
-    from grader.sandbox import supervisor
+    from grader.sandbox.child import supervisor
 
     try:
         while True:
@@ -250,7 +251,7 @@ def _reap(mine: set[int], direct: dict[int, _Direct]) -> None:
 
 
 def _kill_all(mine: set[int]) -> None:
-    from grader.sandbox import supervisor
+    from grader.sandbox.child import supervisor
 
     for pid in list(mine):
         supervisor.kill(pid)

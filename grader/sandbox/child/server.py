@@ -1,6 +1,6 @@
 """The worker's server: runs the submission's code units and answers the grader's requests.
 
-Runs in the worker process "B" (``grader.sandbox.supervisor`` forks it and jails it first), on fd
+Runs in the worker process "B" (``grader.sandbox.child.supervisor`` forks it and jails it first), on fd
 ``CHANNEL_FD``, one request frame at a time and one reply frame each, in order. Student objects
 that cannot cross the wire stay here behind handles; results are plain tensors and values
 (``grader.sandbox.wire``). Student exceptions become error replies with the traceback cut to the

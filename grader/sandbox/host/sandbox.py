@@ -25,15 +25,14 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from grader.sandbox import cgroups, prestart, selftest
-from grader.sandbox import plan as plans
 from grader.sandbox.errors import SandboxError
-from grader.sandbox.handle import Worker
+from grader.sandbox.host import isolation as plans
+from grader.sandbox.host import selftest, zygote
+from grader.sandbox.host.process import Reaper, WorkerProcess
+from grader.sandbox.host.reports import LoadReport
+from grader.sandbox.host.worker import Worker, describe_msg, load_msg, request_frame
+from grader.sandbox.jail import cgroups
 from grader.sandbox.limits import Budget, Limits
-from grader.sandbox.process import WorkerProcess
-from grader.sandbox.reaper import Reaper
-from grader.sandbox.reports import LoadReport
-from grader.sandbox.requests import describe_msg, load_msg, request_frame
 
 LINUX = sys.platform.startswith("linux")
 
@@ -83,7 +82,7 @@ class Sandbox:
     """
 
     def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
-                 isolation: str = "auto", warm_meta: bool = True, prestarted: prestart.Prestart | None = None,
+                 isolation: str = "auto", warm_meta: bool = True, prestarted: zygote.Prestart | None = None,
                  self_test: bool = True, accept_isolation: str | None = None, budget: Budget | None = None):
         """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
 
@@ -92,18 +91,16 @@ class Sandbox:
         no case that will run uses the meta device (e.g. a public-only self-check); a worker that
         touches it anyway still works, only slower.
 
-        prestarted: a zygote started earlier by ``grader.sandbox.prestart.prestart`` (by default the
+        prestarted: a zygote started earlier by ``grader.sandbox.host.zygote.prestart`` (by default the
         pending one for this device, if any, is adopted).
 
-        self_test: run the environment self-test (``grader.sandbox.selftest``) in a real worker
+        self_test: run the environment self-test (``grader.sandbox.host.selftest``) in a real worker
         before returning; raises ``EnvironmentBroken`` where this machine's jail would fail
         correct code, or where a limit the level claims did not fire.
 
         accept_isolation: the weaker level (its name) an instructor accepts where the self-test
         proves less than the level claims; it is then the level every result records.
-
-        budget: what all of this sandbox's workers together may use at once (a batch's slots, their
-        pre-started workers counted): one cgroup over them all, where cgroups can be written.
+        budget: what all of this sandbox's workers may use at once (one cgroup over them all).
         """
         if isolation not in ("auto", "process"):
             raise ValueError(f"isolation must be 'auto' or 'process', not {isolation!r}")
@@ -116,26 +113,26 @@ class Sandbox:
         """False in a forked grading process: its close() leaves the zygote to the parent."""
         self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()
         self._closed = False
-        self._zygote: prestart.Zygote | None = None
+        self._zygote: zygote.Zygote | None = None
         self._reaper: Reaper | None = None
-        zygote = use_zygote and LINUX
+        forking = use_zygote and LINUX
         pre = prestarted
-        if pre is None and zygote:
-            pre = prestart.take(device)
-        elif pre is not None and not (zygote and pre.env == prestart.child_env(device) and prestart.claim(pre)):
+        if pre is None and forking:
+            pre = zygote.take(device)
+        elif pre is not None and not (forking and pre.env == zygote.child_env(device) and zygote.claim(pre)):
             raise ValueError("this prestarted zygote cannot be used here (another device, no zygote, "
                              "or another Sandbox adopted it)")
         if pre is not None:
             self._root, self._env, probe = pre.root, pre.env, pre.probe
             self._zygote = pre.zygote
         else:
-            prestart.remove_stale()
-            self._root = prestart.make_root()
-            self._env = prestart.child_env(device)
-            probe = prestart.start_probe(self._env, self._root) if LINUX else None
-            if zygote:
+            zygote.remove_stale()
+            self._root = zygote.make_root()
+            self._env = zygote.child_env(device)
+            probe = zygote.start_probe(self._env, self._root) if LINUX else None
+            if forking:
                 try:
-                    self._zygote = prestart.Zygote(self._env, self._root, warm_meta=warm_meta)
+                    self._zygote = zygote.Zygote(self._env, self._root, warm_meta=warm_meta)
                 except BaseException:
                     if probe is not None:
                         probe.kill()
@@ -146,9 +143,9 @@ class Sandbox:
         _LIVE.add(self)
         try:
             self._plan = plans.choose(isolation, probe, self._env, self._root, device)
-            self._batch: cgroups.Hierarchy | None = None
-            if budget is not None and self._plan.hierarchy is not None:
-                self._batch = cgroups.make_batch(self._plan.hierarchy, budget)
+            h = self._plan.hierarchy
+            self._batch = cgroups.make_batch(h, budget) if budget is not None and h is not None else None
+            if self._batch is not None:  # every worker's cgroups below the batch's
                 self._plan = dataclasses.replace(self._plan, hierarchy=self._batch)
             self._sys_path = plans.worker_sys_path(self._plan.read_paths)
             self.features: frozenset[str] = self._plan.features
@@ -219,8 +216,8 @@ class Sandbox:
 
     @property
     def page_cache(self) -> dict:
-        """What the zygote made resident for its workers, whose reads are kept to it (files, bytes,
-        read_bytes, seconds); empty where workers go without that (no zygote, no Landlock)."""
+        """What the zygote made resident, the only files its workers may read (files, bytes,
+        read_bytes, seconds); empty where they are not kept to it (no zygote, no Landlock)."""
         return dict(self._zygote.resident) if self._zygote is not None and self._plan.resident else {}
 
     @property
@@ -296,7 +293,7 @@ class Sandbox:
                     raise SandboxError(f"the zygote could not start a worker: {reply}")
             else:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "grader.sandbox.supervisor", str(c_st.fileno()), str(c_ch.fileno())],
+                    [sys.executable, "-m", "grader.sandbox.child.supervisor", str(c_st.fileno()), str(c_ch.fileno())],
                     pass_fds=[c_st.fileno(), c_ch.fileno()], stdin=subprocess.DEVNULL, stdout=out_w,
                     stderr=err_w, env=self._env, cwd=scratch, start_new_session=True)
                 sup_pid = proc.pid
@@ -355,8 +352,8 @@ class Sandbox:
             reaper.stop()
         if not self._owner:
             return
-        if getattr(self, "_batch", None) is not None:
-            cgroups.remove_batch(self._batch)
+        if batch := getattr(self, "_batch", None):
+            cgroups.remove_batch(batch)
         self._stop_zygote()
         shutil.rmtree(self._root, ignore_errors=True)
         _LIVE.discard(self)

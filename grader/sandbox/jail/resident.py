@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 
 try:
-    from grader.sandbox import landlock
+    from grader.sandbox.jail import landlock
 except ImportError:  # beside jail.py, run as a script
     import landlock  # type: ignore[no-redef,import-not-found]
 

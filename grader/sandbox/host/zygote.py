@@ -4,7 +4,7 @@ A cold ``grader check`` pays ``import torch`` twice, once here and once in the z
 cores the two imports can run side by side, but only if the zygote is started *before* this
 process imports torch::
 
-    from grader.sandbox.prestart import prestart
+    from grader.sandbox.host.zygote import prestart
     prestart("cpu")                    # first thing; returns at once
     ...                                # import torch, load the assignment and the submission
     sandbox = Sandbox(limits, device="cpu", warm_meta=False)   # adopts the zygote started above
@@ -32,8 +32,8 @@ import sys
 import tempfile
 import threading
 
-from grader.sandbox import jail
 from grader.sandbox.errors import SandboxError
+from grader.sandbox.jail import enter
 
 LINUX = sys.platform.startswith("linux")
 
@@ -54,18 +54,18 @@ def child_env(device: str) -> dict[str, str]:
 def added_libraries() -> list[str]:
     """The folders on a worker's sys.path that the zygote's does not have: those PYTHONPATH and
     .pth files add outside the interpreter's installation (not the grader's own checkout). The
-    zygote lets its workers read them whole (``grader.sandbox.resident``)."""
+    zygote lets its workers read them whole (``grader.sandbox.jail.resident``)."""
     import grader
-    from grader.sandbox.paths import library_path
+    from grader.sandbox.jail.paths import library_path
 
     pkg = os.path.dirname(os.path.realpath(grader.__file__))
     prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     out = []
     for p in library_path():
         real = os.path.realpath(p)
-        if real == os.path.dirname(pkg) or jail.below(real, pkg) or jail.below(pkg, real):
+        if real == os.path.dirname(pkg) or enter.below(real, pkg) or enter.below(pkg, real):
             continue
-        if not any(real == pre or jail.below(real, pre) for pre in prefixes) and os.path.isdir(real):
+        if not any(real == pre or enter.below(real, pre) for pre in prefixes) and os.path.isdir(real):
             out.append(real)
     return out
 
@@ -77,7 +77,7 @@ def dead(pid: str) -> bool:
 
 def remove_stale() -> None:
     """Scratch roots left by a grader that was killed (SIGKILL skips clean-up); its cgroups are
-    removed once the sandbox has found its cgroup hierarchy (`grader.sandbox.plan.choose`)."""
+    removed once the sandbox has found its cgroup hierarchy (`grader.sandbox.host.isolation.choose`)."""
     tmp = tempfile.gettempdir()
     try:
         for name in os.listdir(tmp):
@@ -94,8 +94,8 @@ def make_root() -> str:
 
 
 def start_probe(env: dict[str, str], root: str) -> subprocess.Popen:
-    """The jail probe (jail.py as a script: standard library only), started, not awaited."""
-    return subprocess.Popen([sys.executable, "-I", jail.__file__], stdin=subprocess.DEVNULL,
+    """The jail probe (jail/enter.py as a script: standard library only), started, not awaited."""
+    return subprocess.Popen([sys.executable, "-I", enter.__file__], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=root)
 
 
@@ -142,7 +142,7 @@ def descendants(root: int) -> list[int]:
 
 
 class Zygote:
-    """The zygote process (``python -m grader.sandbox.zygote``) and the grader's end of its socket.
+    """The zygote process (``python -m grader.sandbox.child.zygote``) and the grader's end of its socket.
 
     Not thread-safe by itself: the Sandbox serialises requests under its lock.
     """
@@ -150,7 +150,7 @@ class Zygote:
     def __init__(self, env: dict[str, str], root: str, *, warm_meta: bool):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         debug = os.environ.get("GRADER_SANDBOX_DEBUG")
-        argv = [sys.executable, "-m", "grader.sandbox.zygote", str(child.fileno())]
+        argv = [sys.executable, "-m", "grader.sandbox.child.zygote", str(child.fileno())]
         if warm_meta:
             argv.append("--warm-meta")
         for folder in added_libraries():
@@ -170,7 +170,7 @@ class Zygote:
         self.meta_warm = warm_meta
         self.ready = False
         self.resident: dict = {}
-        """What the zygote made resident for its workers' reads (``grader.sandbox.resident``):
+        """What the zygote made resident for its workers' reads (``grader.sandbox.jail.resident``):
         files, bytes, read_bytes, seconds; or an error, and then its workers go without that layer."""
 
     def wait_ready(self, timeout: float) -> None:

@@ -17,31 +17,28 @@ from typing import Any
 
 from grader import untrusted
 from grader.i18n import Msg, tr
-from grader.sandbox.channel import Channel
-from grader.sandbox.diagnosis import (
-    DISK_ERRNOS,
-    crash,
-    disk_message,
-    load_failure_message,
-)
 from grader.sandbox.errors import (
+    DISK_ERRNOS,
     SandboxError,
     StudentError,
     WireError,
     WorkerCrashed,
     WorkerTimeout,
+    crash,
+    disk_message,
+    load_failure_message,
 )
-from grader.sandbox.limits import Limits
-from grader.sandbox.process import WorkerProcess
-from grader.sandbox.reports import (
+from grader.sandbox.host.channel import Channel
+from grader.sandbox.host.process import WorkerProcess
+from grader.sandbox.host.reports import (
     LoadReport,
     NameInfo,
     as_text,
     load_report,
     valid_type_name,
 )
-from grader.sandbox.requests import describe_msg, load_msg, request_frame
-from grader.sandbox.wire import PREFIX, Handle, decode_frame
+from grader.sandbox.limits import Limits
+from grader.sandbox.wire import PREFIX, Handle, decode_frame, encode_frame
 
 
 class Worker:
@@ -334,3 +331,26 @@ class Worker:
         err = crash(status, oom_killed=self._proc.oom_killed(), limits=self.limits, phase=phase)
         self._dead = err
         raise err
+
+
+# --- the requests, encoded once, the same way everywhere ----------------------------------------
+# A request frame depends only on the request: grader values, handles by id alone. So a frame sent
+# ahead (``Worker.send_ahead``) and the request that later takes it compare byte for byte.
+
+def request_frame(msg: dict) -> bytes:
+    """A request as the grader sends it: grader values only, handles by id alone (so that frames
+    sent ahead and the requests that take them compare byte for byte)."""
+    return encode_frame(msg, on_object=_refuse, handle_types=False)
+
+
+def load_msg(units) -> dict:
+    return {"op": "load", "units": [{"label": u.label, "cell": u.cell, "source": u.source} for u in units]}
+
+
+def describe_msg(names: list[str]) -> dict:
+    return {"op": "describe_all", "names": [str(n) for n in names]}
+
+
+def _refuse(value: Any) -> Any:
+    raise SandboxError(f"cannot send a {type(value).__name__} to the worker: only tensors, numbers, "
+                       "strings, None, lists, tuples, str-keyed dicts and handles cross")

@@ -199,8 +199,8 @@ def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
 def _prove_cgroup(w, hierarchy) -> Proof:
     """One request past every cgroup limit (threads, a spin, an allocation), its effect read from
     the cgroup's own counters while it runs: no reply is awaited, nor the OOM-killed worker's exit."""
-    from grader.sandbox import cgroups
-    from grader.sandbox.requests import request_frame
+    from grader.sandbox.host.worker import request_frame
+    from grader.sandbox.jail import cgroups
 
     paths = w.cgroups
     cgroups.tighten_for_proof(hierarchy, paths, memory_headroom=MEMORY_HEADROOM, pids_headroom=PIDS_HEADROOM)
@@ -225,7 +225,7 @@ def proven_level(features: frozenset[str], proof: Proof, *, accept: str | None) 
     """The level every result records: the planned one when each limit it claims fired; else the
     weaker level that was proven, when the instructor accepts it by name (`accept`), else
     `EnvironmentBroken` (nothing is graded)."""
-    from grader.sandbox.plan import level_name
+    from grader.sandbox.host.isolation import level_name
 
     claimed = level_name(features)
     if not proof.unproven:

@@ -6,21 +6,30 @@ once it has been reaped. Writing "k" (or closing the socket) asks for the kill. 
 relies on the worker's cooperation: SIGKILL to its pid, to everything in its cgroups and, without
 cgroups, to every descendant of the supervisor. `clean_up` leaves nothing behind: no process, no
 cgroup, no scratch dir.
+
+Also here: a process tree seen through /proc (`tree_rss`, `kill_tree`), used where no cgroup holds
+a worker (the "rss" feature: its memory is polled, and at the end every descendant is killed;
+where /proc is missing, both do nothing); and the `Reaper`, the thread that finishes killed
+workers' clean-up off the grading path (jobs run in order; one job's failure never stops the
+others; `stop` returns once every job handed over has run).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import select
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 
-from grader.sandbox import cgroups as cg
-from grader.sandbox.proctree import kill_tree, tree_rss
+from grader.sandbox.host.zygote import descendants
+from grader.sandbox.jail import cgroups as cg
 
 
 class WorkerProcess:
@@ -153,3 +162,84 @@ class WorkerProcess:
         """Remove the cgroups (killing anything left in them) and the scratch dir."""
         cg.remove(self._cgroups, spare=self._sup)
         shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+# --- a process tree, through /proc ---------------------------------------------------------------
+
+def tree_rss(root: int | None) -> int:
+    """Bytes of memory `root` and its descendants use (PSS, else RSS)."""
+    if not root or not os.path.isdir("/proc"):
+        return 0
+    # PSS, not RSS: forked processes share torch's pages, which RSS would count once per process.
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in [root] + descendants(root):
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            try:
+                with open(f"/proc/{pid}/statm") as f:
+                    total += int(f.read().split()[1]) * page
+            except (OSError, ValueError, IndexError):
+                continue
+        except (ValueError, IndexError):
+            continue
+    return total
+
+
+def kill_tree(root: int | None) -> None:
+    """SIGKILL every descendant of `root` (and its process group), a few rounds for late forks."""
+    if not root or not os.path.isdir("/proc"):
+        return
+    for _ in range(5):
+        pids = descendants(root)
+        if not pids:
+            return
+        for p in pids:
+            try:
+                os.killpg(p, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                os.kill(p, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+# --- the reaper ---------------------------------------------------------------------------------
+
+class Reaper:
+    """A thread that finishes retired workers' clean-up (Worker.retire), off the grading path."""
+
+    MAX_BACKLOG = 8
+
+    def __init__(self) -> None:
+        self._q: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="grader-sandbox-reaper", daemon=True)
+        self._thread.start()
+
+    def put(self, job: Callable[[], None]) -> bool:
+        """Run `job` on the thread; False (nothing queued) when the backlog is full."""
+        if self._q.qsize() >= self.MAX_BACKLOG:
+            return False
+        self._q.put(job)
+        return True
+
+    def _run(self) -> None:
+        while True:
+            job = self._q.get()
+            if job is None:
+                return
+            try:
+                job()
+            except Exception:  # noqa: BLE001 - one worker's clean-up must not stop the others'
+                pass
+
+    def stop(self) -> None:
+        """Finish every retired worker's clean-up, then end the thread."""
+        self._q.put(None)
+        self._thread.join()

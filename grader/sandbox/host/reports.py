@@ -13,8 +13,13 @@ from typing import Any
 
 from grader.i18n import Msg, join, tr
 from grader.results import CellError, split_message
-from grader.sandbox.diagnosis import DISK_ERRNOS, disk_message, load_failure_message
-from grader.sandbox.errors import SandboxError, WorkerCrashed
+from grader.sandbox.errors import (
+    DISK_ERRNOS,
+    SandboxError,
+    WorkerCrashed,
+    disk_message,
+    load_failure_message,
+)
 from grader.sandbox.limits import Limits
 
 

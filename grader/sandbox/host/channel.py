@@ -26,13 +26,13 @@ from typing import NoReturn
 
 from grader import untrusted
 from grader.i18n import Msg, tr
-from grader.sandbox.diagnosis import memory_message
 from grader.sandbox.errors import (
     OffPlan,
     SandboxError,
     WireError,
     WorkerCrashed,
     WorkerTimeout,
+    memory_message,
 )
 from grader.sandbox.limits import Limits
 from grader.sandbox.wire import MAX_HEADER_BYTES, PREFIX, check_prefix
