@@ -1,7 +1,7 @@
 """Per-worker cgroups, v1 or v2: made before the worker starts, swept and removed after it ends.
 
 Each worker gets its own cgroups named ``grader-<grader pid>-<seq>``, below the grader's own
-cgroup (``/proc/self/cgroup``), or below ``grader-<pid>-batch`` (`make_batch`), which bounds them
+cgroup (``/proc/self/cgroup``), or below ``grader-<pid>-batch<n>`` (`make_batch`), which bounds them
 together by a `Budget`; nothing else of the machine's cgroups is touched, but for the one move a
 v2 delegation may need (below). Removal kills whatever is still inside first.
 - **v1** (one hierarchy per controller): a memory cgroup (``memory.limit_in_bytes``, and the same
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import signal
 import time
@@ -35,6 +36,7 @@ from grader.sandbox.limits import Budget, Limits
 ROOT = "/sys/fs/cgroup"
 LEAF = "grader-main"
 """The v2 leaf the processes of the grader's own cgroup are moved into, when they must be."""
+_BATCHES = itertools.count(1)
 PROOF_PERIOD_US = 2_000
 """The cpu period the self-test's proof uses (1 ms of CPU per 2 ms: a spin is throttled at once)."""
 
@@ -189,10 +191,9 @@ def _procs(fs: Files, path: str) -> list[str]:
 
 
 def make_batch(h: Hierarchy, budget: Budget) -> Hierarchy:
-    """A cgroup ``grader-<pid>-batch`` over every worker of this sandbox, `budget` written
-    (memory, swap off, cpu quota where there is a cpu controller); the hierarchy returned puts the
-    workers' cgroups below it. Removed with `remove_batch`."""
-    name = f"grader-{os.getpid()}-batch"
+    """A cgroup ``grader-<pid>-batch<n>`` over every worker of a sandbox, `budget` written (memory,
+    swap off, a cpu quota): the hierarchy for the workers' cgroups. Removed with `remove_batch`."""
+    name = f"grader-{os.getpid()}-batch{next(_BATCHES)}"
     made: list[str] = []
     try:
         for base in h.bases:
