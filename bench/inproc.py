@@ -231,6 +231,7 @@ def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
     timed(B, "load_submission", "load (read + parse)")
     timed(B, "discover", "discover")
     timed(L, "start_sandbox", "sandbox start (zygote, once)")
+    timed(L, "reference_setups", "reference (setups, once)")
     timed(E.Engine, "prepare", "reference (setups, once)")
     timed(sandbox.Sandbox, "_spawn", "worker start (fork + jail)")
     timed(worker.Worker, "run_units", "student code load (module/cells)")

@@ -49,6 +49,8 @@ class BatchConfig:
     """Each folder in `paths` is one student's submission, not a folder of submissions."""
     newest: bool = False
     """Of several submissions giving one LMS student id, grade only the newest (else each under its own id)."""
+    cache_dir: Path | None = None
+    """Where the reference setups are kept between runs (``--cache-dir``; None: ``--no-cache``)."""
     batch_cpus: float | None = None
     """CPUs all the local slots' workers may use at once, pre-started ones included (``--batch-cpus``;
     None: one per slot)."""

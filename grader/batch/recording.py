@@ -19,6 +19,7 @@ from grader.report import write_result_json, write_submission
 from grader.report.dashboard import report_filename
 from grader.results import GradeReport, to_dict
 from grader.submission.load import LoadedSubmission
+from grader.timings import mark
 
 
 def reuse(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, keys: list[LedgerKey],
@@ -72,6 +73,7 @@ class Tally:
     def take(self, key: LedgerKey, report: GradeReport | None, seconds: float, error: str,
              data: dict | None = None) -> None:
         """`data`: ``to_dict(report)`` when the caller already has it."""
+        mark("result")
         if report is not None and (report.submission.id, report.submission.sha256) != (key.student_id, key.sha256):
             report, error = None, (f"its result names {report.submission.id!r} (sha256 {report.submission.sha256[:12]}), "
                                    "not the submission sent: a result is filed only under its own job")

@@ -34,6 +34,7 @@ from grader.report import RunInfo, load_results, write_all
 from grader.submission.discover import discover
 from grader.submission.intake import Intake
 from grader.submission.load import LoadedSubmission
+from grader.timings import mark
 
 
 def run_batch(cfg: BatchConfig, on_event: Callable[[Event], None] = lambda e: None) -> BatchResult:
@@ -63,6 +64,7 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
         # Each student's files read behind the intake's boundary, never in this loop's process.
         subs = [intake.load(f.path, main_module=a.main_module, cell_tag=a.cell_tag) for f in found.submissions]
         intake.close()
+        mark("submissions.read", n=len(subs))
         mode = mode_of(public_only=False, device=dev.type)
         print_ = fingerprint(a)
         keys = [LedgerKey(f.id, s.sha256, a.id, mode, print_) for f, s in zip(found.submissions, subs)]
@@ -78,8 +80,9 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
             try:
                 todo = reuse(cfg, ledger, book, run_id, keys, subs, result)
                 backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang,
-                                        accept_isolation=cfg.accept_isolation, batch_cpus=cfg.batch_cpus,
-                                        batch_memory_bytes=cfg.batch_memory_bytes) if spec is None
+                                        accept_isolation=cfg.accept_isolation, cache_dir=cfg.cache_dir,
+                                        batch_cpus=cfg.batch_cpus, batch_memory_bytes=cfg.batch_memory_bytes)
+                           if spec is None
                            else _cluster_backend(spec, a, dev, cfg))
                 tally = Tally(cfg, ledger, book, run_id, result, on_event, len(todo))
                 _grade(backend, todo, tally, on_event)
@@ -91,7 +94,9 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
                 book.finish_run(run_id, status=status, isolation=result.isolation, graded=result.graded,
                                 reused=result.reused, failed_to_load=result.failed_to_load, errors=len(result.errors))
         if not result.interrupted:
+            mark("outputs.start")
             _write_outputs(cfg, subs={f.id: s for f, s in zip(found.submissions, subs)}, result=result)
+            mark("outputs.end")
     result.elapsed_s = time.perf_counter() - t0
     return result
 
@@ -108,6 +113,7 @@ def _grade(backend: Backend, todo: Todo, tally: Tally, on_event: Callable[[Event
     with Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts, \
             backend.start(total, stop) as ready:
         result.isolation = ready.isolation
+        mark("slots.start")
         if ready.warning:
             on_event(Event("warning", 0, total, message=ready.warning))
         on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=ready.message,

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import click
 
-from grader.cli.common import ExitCode, dashboard_lang_option, lang_option, operator_errors
+from grader.cli.common import ExitCode, cache_folder, cache_options, dashboard_lang_option, lang_option, operator_errors
 from grader.cli.courses import canvas_column_option, course_options, echo_lms, echo_similarity
 from grader.cli.progress import Progress
 from grader.cli.progress import shown as _shown
 from grader.errors import GraderError
 from grader.i18n import LANGUAGES
+from grader.timings import mark
 
 
 # --- grader grade ------------------------------------------------------------------------------
@@ -76,6 +77,7 @@ SIZE = _Size()
 @click.option("--newest", is_flag=True, help="Of several files with one LMS student id, grade only the newest.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
 @course_options
+@cache_options
 @lang_option
 @dashboard_lang_option
 @operator_errors
@@ -84,7 +86,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
           tls: tuple[str, str, str] | None, insecure_cluster: bool,
           accept_isolation: str | None, batch_cpus: float | None, batch_memory: int | None,
           folders_are_submissions: bool, newest: bool, verbose: bool,
-          no_similarity: bool, canvas_column: str | None, lang: str | None, dashboard_lang: str | None) -> None:
+          no_similarity: bool, canvas_column: str | None, cache_dir: Path | None, no_cache: bool,
+          lang: str | None, dashboard_lang: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -129,6 +132,7 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     with quiet_gc():
         from grader.batch.config import BatchConfig
         from grader.batch.run import run_batch
+    mark("imports")
 
     if cluster is not None and (batch_cpus is not None or batch_memory is not None):
         raise click.UsageError("--batch-cpus/--batch-memory bound this machine's slots; with --cluster, bound "
@@ -145,7 +149,8 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
                           cluster_tls=tls or None, insecure_cluster=insecure_cluster,
                           folders_are_submissions=folders_are_submissions, newest=newest,
                           batch_cpus=batch_cpus, batch_memory_bytes=batch_memory,
-                          similarity=not no_similarity, canvas_column=canvas_column)
+                          similarity=not no_similarity, canvas_column=canvas_column,
+                          cache_dir=cache_folder(cache_dir, no_cache))
         progress = Progress(verbose=verbose)
         try:
             result = run_batch(cfg, progress.on_event)
@@ -219,7 +224,7 @@ def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, ve
       grader report reports/masked-attention --lang zh-CN     # the same results, in Chinese
     """
     from grader.batch.output_lock import OutputLock, prepare_output
-    from grader.report import rerender
+    from grader.report.rerender import rerender
 
     if (results_dir / "results").is_dir():
         results_dir = results_dir / "results"

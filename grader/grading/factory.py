@@ -14,7 +14,10 @@ passes the same checks before it grades anyone:
 
 Starting early is one mechanism in two steps: `prestart_zygote` (standard library only: the
 zygote imports torch beside this process's own imports) and `EarlySandbox` (the rest of the
-Sandbox's start on a thread, adopting that zygote, while the reference setups are computed).
+Sandbox's start on a thread, adopting that zygote, while the reference setups are computed, or
+read from the on-disk cache of `grader.grading.setup_cache`).
+
+Each step marks its phase for the start-up breakdown (`grader.timings`: only under GRADER_TIMINGS).
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Collection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Iterator
+
+from grader.timings import mark
 
 if TYPE_CHECKING:
     import torch
@@ -41,6 +47,7 @@ def prestart_zygote(device: str, *, warm_meta: bool = False) -> Callable[[], Non
     returns what stops it when no Sandbox adopted it (a command that ended on a usage error)."""
     from grader.sandbox.host.zygote import discard, prestart
 
+    mark("zygote.spawn")
     p = prestart(device, warm_meta=warm_meta)
     return lambda: discard(p)
 
@@ -51,8 +58,11 @@ def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygo
     a `SandboxError`, where it did not); `budget`: what all its workers may use together."""
     from grader.sandbox import Sandbox
 
-    return Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
-                   accept_isolation=accept_isolation, budget=budget)
+    mark("sandbox.start")
+    sandbox = Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
+                      accept_isolation=accept_isolation, budget=budget)
+    mark("sandbox.ready", isolation=sandbox.isolation)
+    return sandbox
 
 
 def engine_for(assignment: Assignment, sandbox: GradingSandbox, *, device: torch.device | str = "cpu",
@@ -67,18 +77,24 @@ def engine_for(assignment: Assignment, sandbox: GradingSandbox, *, device: torch
 
 
 def reference_setups(assignment: Assignment, device: torch.device | str, *, public_only: bool,
-                     only: Collection[str] | None = None) -> dict[str, Setup] | None:
+                     only: Collection[str] | None = None, cache_dir: Path | None = None) -> dict[str, Setup] | None:
     """Every case's inputs and reference results, before any sandbox exists (None for a student
-    kit: the engine reads the results stored at release)."""
+    kit: the engine reads the results stored at release). `cache_dir`: where they are kept between
+    runs (`grader.grading.setup_cache`; None: computed here, every time)."""
     import torch
 
+    from grader.grading.setup_cache import cached, open_cache
     from grader.grading.setups import compute_setup
 
     if assignment.stored is not None:
         return None
     dev = torch.device(device)
-    return {i.id: compute_setup(assignment, i, dev) for i in assignment.instances(public_only=public_only)
-            if only is None or i.id in only}
+    wanted = {i.id: i for i in assignment.instances(public_only=public_only) if only is None or i.id in only}
+    mark("setups.start")
+    setups, how = cached(open_cache(cache_dir), assignment, dev, list(wanted),
+                         lambda ids: {i: compute_setup(assignment, wanted[i], dev) for i in ids})
+    mark("setups.end", cache=how)
+    return setups
 
 
 def prove_reference(engine: Engine) -> None:
@@ -89,7 +105,9 @@ def prove_reference(engine: Engine) -> None:
     from grader.errors import GraderError
     from grader.results import Outcome
 
+    mark("reference.start")
     results = reference_results(engine)
+    mark("reference.end")
     if results is None:
         return
     failed = [r for r in results if r.outcome is not Outcome.PASSED]
@@ -128,10 +146,12 @@ def reference_results(engine: Engine) -> list[CaseResult] | None:
 
 
 def batch_engines(assignment: Assignment, sandbox: GradingSandbox, device: torch.device, n: int, *,
-                  lang: str | None = None) -> list[Engine]:
-    """`n` engines on `sandbox` sharing one computation of the reference setups, after the
-    reference has scored 100 % in this jail (`prove_reference`)."""
-    found = [engine_for(assignment, sandbox, device=device, lang=lang) for _ in range(n)]
+                  lang: str | None = None, setups: dict[str, Setup] | None = None) -> list[Engine]:
+    """`n` engines on `sandbox` sharing one computation of the reference setups (`setups`: those
+    computed or read already, `reference_setups`), after the reference has scored 100 % in this
+    jail (`prove_reference`)."""
+    found = [engine_for(assignment, sandbox, device=device, lang=lang, setups=setups if i == 0 else None)
+             for i in range(n)]
     found[0].prepare()
     prove_reference(found[0])
     for e in found[1:]:
@@ -161,23 +181,30 @@ class EarlySandbox:
     """A Sandbox (and its zygote, which imports torch) started on a thread, right away; `get()`
     returns it once its self-test has passed (or raises what stopped it)."""
 
-    def __init__(self, limits: dict[str, Any], device: str, *, warm_meta: bool = False):
-        """`limits`: the spec's [limits] table (bad keys are reported once the assignment loads)."""
+    def __init__(self, limits: dict[str, Any] | Limits, device: str, *, warm_meta: bool = False,
+                 accept_isolation: str | None = None, budget: Budget | None = None):
+        """`limits`: the `Limits`, or the spec's [limits] table (bad keys are reported once the
+        assignment loads); `budget`: what all the sandbox's workers may use together."""
         self.box: list[Any] = []
         self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta), daemon=True,
-                                        name="grader-sandbox-start")
+        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta, accept_isolation, budget),
+                                        daemon=True, name="grader-sandbox-start")
         self._thread.start()
 
-    def _run(self, limits: dict[str, Any], device: str, warm_meta: bool) -> None:
+    def _run(self, limits: dict[str, Any] | Limits, device: str, warm_meta: bool,
+             accept_isolation: str | None, budget: Budget | None) -> None:
         try:
             from grader.sandbox import Limits
 
-            try:
-                lim = Limits(**limits)
-            except TypeError:
-                lim = Limits()  # the caller reports the bad key once the assignment is loaded
-            self.box.append(sandbox_for(lim, device, warm_meta=warm_meta))
+            if isinstance(limits, Limits):
+                lim = limits
+            else:
+                try:
+                    lim = Limits(**limits)
+                except TypeError:
+                    lim = Limits()  # the caller reports the bad key once the assignment is loaded
+            self.box.append(sandbox_for(lim, device, warm_meta=warm_meta, accept_isolation=accept_isolation,
+                                        budget=budget))
         except BaseException as e:  # re-raised on the calling thread by get()
             self.error = e
 

@@ -21,6 +21,7 @@ from grader.assignment.kit import Choice, choose_main, read_spec, starter_finger
 from grader.errors import GraderError
 from grader.grading.factory import EarlySandbox, engine_for, reference_setups
 from grader.i18n import Msg
+from grader.timings import mark
 
 
 @contextlib.contextmanager
@@ -73,7 +74,7 @@ class Graded:
 def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
               close_in_background: bool = False, only: list[str] | None = None,
               early: EarlySandbox | None = None, lang: str | None = None,
-              link_root: Path | None = None) -> Graded:
+              link_root: Path | None = None, cache_dir: Path | None = None) -> Graded:
     """Grade one submission against the assignment in ``folder``, the sandbox started first.
 
     ``only``: run just these case instance ids (the pytest plugin's selection).
@@ -85,6 +86,8 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
     while the caller prints and writes reports; call ``Graded.finish()`` before exiting.
     ``link_root``: refuse a submission that is, or lies under, a symbolic link below this folder
     (``grader ci``: the pull request's checkout).
+    ``cache_dir``: where the reference results are kept between runs (`grader.grading.setup_cache`;
+    None: computed every time).
     """
     if early is None and known_device(device):
         early = start_early(folder, device)
@@ -98,6 +101,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
             from grader.grading.engine import limits_for
             from grader.assignment.kit import kit_info
             a = load_assignment(folder)
+        mark("imports")
         if early is None:
             from grader.device import resolve_device
 
@@ -110,7 +114,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
         sub = intake.load(path, main_module=choice.main or a.main_module, cell_tag=a.cell_tag, link_root=link_root)
         intake.close()
         # Inputs and reference results, while the sandbox may still be starting.
-        setups = reference_setups(a, device, public_only=public_only, only=only)
+        setups = reference_setups(a, device, public_only=public_only, only=only, cache_dir=cache_dir)
         sandbox = early.get()
         if sandbox.limits != limits:
             raise GraderError(f"{folder / 'spec.toml'}: the [limits] table could not be applied")
@@ -119,7 +123,9 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
         engine.prepare()
         if any(i.case.meta for i in engine.instances):
             sandbox.warm_meta()  # once in the zygote, instead of in the worker (no-op when warm already)
+        mark("grade.start")
         report = engine.grade(sub)
+        mark("grade.end")
         hidden = [i for i in a.instances() if i.case.hidden]
         info = kit_info(folder)
         n_hidden = len(hidden) + (info.hidden_cases if info else 0)

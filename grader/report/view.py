@@ -26,7 +26,7 @@ OUTCOME_LABELS = {
     Outcome.PASSED: ("✓", N_("passed")),
     Outcome.FAILED: ("✗", N_("failed")),
     Outcome.ERROR: ("!", N_("raised an error")),
-    Outcome.TIMEOUT: ("⏱", N_("timed out")),
+    Outcome.TIMEOUT: ("◷", N_("timed out")),  # not ⏱: no font but a colour emoji one has it
 }
 
 

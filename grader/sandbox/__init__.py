@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from grader.sandbox.errors import (
     EnvironmentBroken,
-    OffPlan,
     SandboxError,
     StudentError,
     WireError,
@@ -53,7 +52,6 @@ __all__ = [
     "Limits",
     "LoadReport",
     "NameInfo",
-    "OffPlan",
     "Opaque",
     "Sandbox",
     "SandboxError",

@@ -62,15 +62,6 @@ class WireError(SandboxError):
         self.message = message
 
 
-class OffPlan(BaseException):
-    """A request that is not the next frame sent ahead (``Worker.send_ahead``). Not a SandboxError
-    and not even an Exception, so that no case's ``except Exception`` can swallow it: the engine
-    catches it, starts a fresh worker and runs the case again the straight way."""
-
-    def __init__(self, phase: str):
-        super().__init__(f"off the call plan while {phase}")
-
-
 # --- why a worker died, in words for the student ---------------------------------------------
 
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)

@@ -210,3 +210,15 @@ def test_nasty_text_from_a_worker_is_made_safe_on_arrival(engine):
     assert all(nasty.bad_chars(t) == [] for t in texts)
     assert len(c.evidence.traceback) < 70_000 and len(report.load.stdout) <= 64 << 10
     assert by_id(report)["attention_basic"].outcome is Outcome.PASSED
+
+
+@pytest.mark.slow  # the whole assignment, graded once
+def test_a_worker_never_holds_a_request_but_the_one_it_answers(engine):
+    """The worker's channel is readable by the student's code: peeks_channel.py looks at it during
+    every call it serves and prints what it finds waiting there. One request, one reply: nothing
+    ever waits (so no hidden case's inputs sit where a submission can read them before it runs)."""
+    report = engine.grade_path(ROOT / "tests" / "data" / "hostile" / "peeks_channel.py")
+    assert report.score.earned == report.score.possible
+    peeks = [line.split()[1:] for line in (report.load.stdout + report.load.hidden_stdout).splitlines()
+             if line.startswith("PEEK")]
+    assert len(peeks) > 20 and not any(peeks)

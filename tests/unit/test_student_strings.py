@@ -57,7 +57,6 @@ OPERATOR_ONLY = {
     "grader/assignment/kit.py": "a comment in the kit's conftest.py",
     "grader/assignment/spec.py": "spec.toml errors: the instructor's (a released kit is proven to load)",
     "grader/cli/student.py": "`grader ci`'s fenced log summary and `grader release` (the instructor's command)",
-    "grader/sandbox/errors.py": "OffPlan's text: the engine catches it and runs the case again the straight way",
 }
 """Module -> why its remaining English prose never reaches a student. A literal is let through
 only when it is listed in ALLOWED under its module."""
@@ -78,7 +77,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "grader/submission/neutralise.py": (" not run", "pass  # cell magic %%", "{}pass  # magic not run",
                                         "{}{} = None  # magic not run"),
     "grader/pytest_plugin.py": ("attention-grader student kit",),
-    "grader/sandbox/errors.py": ("off the call plan while {}",),
     "grader/assignment/kit.py": ("# Lets `pytest` in this folder run the public cases",),
     "grader/assignment/spec.py": ("{}: lang = {} is not a language the grader speaks", "the student kit has no reference",
                                   "{}: reference = {}, but there is no {}", "{}: duplicate case ids: {}",

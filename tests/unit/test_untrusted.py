@@ -18,7 +18,8 @@ from hypothesis import given, strategies as st
 import nasty
 from grader import untrusted
 from grader.cli.app import main
-from grader.cli.student import Graded, ci_lines
+from grader.cli.student import ci_lines
+from grader.grading.single import Graded
 from grader.records.gradebook import Gradebook, scores_csv
 from grader.assignment.fingerprint import Fingerprint
 from grader.records.ledger import Ledger, LedgerKey

@@ -70,10 +70,15 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
     # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
     # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
     gc.disable()
+    import time
+
+    started = time.time()
     from grader.sandbox.jail import resident
 
     resident.record_opens()
     import torch
+
+    imported = time.time()
 
     torch.set_num_threads(1)
     try:
@@ -94,15 +99,18 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
     server.queue_seed()
     if sys.platform.startswith("linux"):
         enter.prctl(enter.PR_SET_CHILD_SUBREAPER, 1)
+    warmed = time.time()
+    page_cache = _make_reads_resident(libraries)
     # Everything imported so far lives as long as the zygote and its forks: move it out of the
     # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
     # objects again (and copies their pages on write). No collection first: the imports left little
     # garbage, and walking ~1e6 objects would delay the first worker.
-    page_cache = _make_reads_resident(libraries)
     gc.freeze()
     gc.enable()
     ctl = socket.socket(fileno=ctl_fd)
-    ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "resident": page_cache}).encode())
+    # When it started, had imported torch and had warmed up (wall clock): the start-up breakdown's.
+    times = {"start": started, "torch": imported, "warm": warmed}
+    ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "times": times, "resident": page_cache}).encode())
     mine: set[int] = set()
     direct: dict[int, _Direct] = {}  # workers forked straight into their own PID namespace
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY) if sys.platform.startswith("linux") else -1

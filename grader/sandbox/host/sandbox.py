@@ -30,9 +30,10 @@ from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
 from grader.sandbox.host.process import Reaper, WorkerProcess
 from grader.sandbox.host.reports import LoadReport
-from grader.sandbox.host.worker import Worker, describe_msg, load_msg, request_frame
+from grader.sandbox.host.worker import Worker
 from grader.sandbox.jail import cgroups
 from grader.sandbox.limits import Budget, Limits
+from grader.timings import mark
 
 LINUX = sys.platform.startswith("linux")
 
@@ -143,10 +144,9 @@ class Sandbox:
         _LIVE.add(self)
         try:
             self._plan = plans.choose(isolation, probe, self._env, self._root, device)
-            h = self._plan.hierarchy
-            self._batch = cgroups.make_batch(h, budget) if budget is not None and h is not None else None
-            if self._batch is not None:  # every worker's cgroups below the batch's
-                self._plan = dataclasses.replace(self._plan, hierarchy=self._batch)
+            if budget is not None and self._plan.hierarchy is not None:  # the workers' cgroups below the batch's
+                self._plan = dataclasses.replace(self._plan, hierarchy=cgroups.make_batch(self._plan.hierarchy, budget))
+            self._batch = self._plan.hierarchy if budget is not None else None
             self._sys_path = plans.worker_sys_path(self._plan.read_paths)
             self.features: frozenset[str] = self._plan.features
             self.isolation: str = self._plan.name
@@ -157,10 +157,11 @@ class Sandbox:
                             and not self._plan.userns and os.geteuid() == 0)
             if self._zygote is not None:
                 self._zygote.wait_ready(self.limits.start_timeout_s)
+                mark("zygote.ready", **{f"zygote_{k}": v for k, v in self._zygote.times.items()})
                 if warm_meta:
                     self._zygote.warm_meta(self.limits.start_timeout_s)
-                if "landlock" in self.features and "error" not in self._zygote.resident:
-                    self._plan = dataclasses.replace(self._plan, resident=True)
+                kept = "landlock" in self.features and "error" not in self._zygote.resident  # jail/resident.py
+                self._plan = dataclasses.replace(self._plan, resident=kept)
             self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation,
                                                     budget=budget if self._batch is not None else None)
             """What bounds each worker's resources here, in plain words (every result records it)."""
@@ -252,16 +253,15 @@ class Sandbox:
             w.load = w.run_units(list(sub.units))
         return w
 
-    def start(self, sub: Submission, describe: list[str] = ()) -> Worker:
-        """Fork a worker for `sub` now and send it, ahead, the request to load the submission (and
-        to describe `describe`), without waiting for any of it: it boots and loads while the caller
-        grades another submission. Hand it to ``open(sub, started=...)`` (or close it)."""
+    def start(self, sub: Submission) -> Worker:
+        """Fork a worker for `sub` now and write it the request to load the submission, without
+        waiting for either: it boots and loads while the caller grades another submission. Hand it
+        to ``open(sub, started=...)`` (or close it)."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
         w = self._spawn_for(sub, wait=False)
         if not sub.error:
-            w.send_ahead([request_frame(load_msg(sub.units))]
-                         + ([request_frame(describe_msg(describe))] if describe else []))
+            w.load_early(list(sub.units))
         return w
 
     def _spawn_for(self, sub: Submission, *, wait: bool = True) -> Worker:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from grader.sandbox.errors import EnvironmentBroken, SandboxError
+from grader.timings import mark
 
 PROBE = '''
 import importlib.util
@@ -161,6 +162,7 @@ class Proof:
 def check(sandbox, *, meta: bool, hierarchy=None) -> Proof:
     """Run the probe in a fresh worker of `sandbox` (raise `EnvironmentBroken` naming every
     problem), then try to exceed each limit its level claims there; returns what fired."""
+    mark("selftest.start")
     with sandbox.open(_Probe()) as w:
         if not w.load.ok:
             raise EnvironmentBroken(f"the self-test could not load in the sandbox ({w.load.message}; "
@@ -173,7 +175,10 @@ def check(sandbox, *, meta: bool, hierarchy=None) -> Proof:
             listed = "; ".join(str(p) for p in problems) if type(problems) is list else repr(problems)
             raise EnvironmentBroken(f"it would fail correct code on this machine, so nothing was graded "
                                     f"(isolation {sandbox.isolation}): {listed}")
-        return prove_limits(w, sandbox.features, hierarchy)
+        mark("selftest.probe")
+        proof = prove_limits(w, sandbox.features, hierarchy)
+    mark("selftest.end")
+    return proof
 
 
 def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
@@ -199,13 +204,11 @@ def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
 def _prove_cgroup(w, hierarchy) -> Proof:
     """One request past every cgroup limit (threads, a spin, an allocation), its effect read from
     the cgroup's own counters while it runs: no reply is awaited, nor the OOM-killed worker's exit."""
-    from grader.sandbox.host.worker import request_frame
     from grader.sandbox.jail import cgroups
 
     paths = w.cgroups
     cgroups.tighten_for_proof(hierarchy, paths, memory_headroom=MEMORY_HEADROOM, pids_headroom=PIDS_HEADROOM)
-    w.send_ahead([request_frame({"op": "call", "name": "exceed_all", "kwargs": {},
-                                 "args": [10 * PIDS_HEADROOM, PROOF_SPIN_S, 4 * MEMORY_HEADROOM]})])
+    w.call_no_wait("exceed_all", 10 * PIDS_HEADROOM, PROOF_SPIN_S, 4 * MEMORY_HEADROOM)
     checks = {"pids": lambda: cgroups.refused_tasks(paths) > 0, "memory": lambda: cgroups.memory_capped(paths)}
     if hierarchy.cpu:
         checks["cpu"] = lambda: cgroups.throttled(paths) > 0

@@ -169,6 +169,8 @@ class Zygote:
         self.pid = self.proc.pid
         self.meta_warm = warm_meta
         self.ready = False
+        self.times: dict[str, float] = {}
+        """When the zygote started, had imported torch and had warmed up (its ready message)."""
         self.resident: dict = {}
         """What the zygote made resident for its workers' reads (``grader.sandbox.jail.resident``):
         files, bytes, read_bytes, seconds; or an error, and then its workers go without that layer."""
@@ -191,6 +193,9 @@ class Zygote:
             raise SandboxError("the sandbox zygote did not start")
         self.resident = ready.get("resident") if type(ready.get("resident")) is dict else {"error": "none"}
         self.ready = True
+        times = ready.get("times")
+        if isinstance(times, dict):
+            self.times = {k: float(v) for k, v in times.items() if isinstance(v, (int, float))}
 
     def request(self, msg: dict, fds: list[int] = (), timeout: float | None = None) -> dict:
         """One request and its reply (the caller holds the Sandbox's lock)."""
