@@ -25,7 +25,7 @@ from grader.assignment.spec import Assignment
 from grader.cases import CaseInstance, Setup, Verdict
 from grader.checks.diagnose import concept_of_exception, not_implemented_message
 from grader.errors import AssignmentSpecError
-from grader.i18n import DEFAULT, Msg, tr
+from grader.i18n import DEFAULT, Msg, message_of, tr
 from grader.results import (AssignmentInfo, CaseResult, CellError, Environment, Evidence, GradeReport, LoadInfo,
                             Outcome, Points, SubmissionInfo)
 from grader.submission.load import LoadedSubmission, unit_title
@@ -159,7 +159,7 @@ def case_result(a: Assignment, inst: CaseInstance, outcome: Outcome, v: Verdict,
                                                     f"{inst.case.where()}: case {inst.id!r} failed with"))
         v = dataclasses.replace(v, concept=inst.case.concept)
     concept = None if passed or v.placeholder else (v.concept or inst.case.concept)
-    message = v.text
+    message = v.message
     if concept is not None and not str(message).strip():  # a check that named only a concept: its rule
         message = tr("{rule}.", rule=tr(a.concepts[concept].title))
     return CaseResult(
@@ -206,7 +206,7 @@ def unrun_report(a: Assignment, instances: Iterable[CaseInstance], info: Submiss
                  message: Msg | str, environment: Environment, *, public_only: bool = False,
                  lang: str = DEFAULT) -> GradeReport:
     """A submission none of whose cases could run still gets a report: score 0 and the reason."""
-    return grade_report(a, info, all_failed(a, instances, concept, message), LoadInfo(ok=False, message=message),
+    return grade_report(a, info, all_failed(a, instances, concept, message), LoadInfo(ok=False, message=message_of(message)),
                         environment, public_only=public_only, lang=lang)
 
 

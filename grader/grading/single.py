@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from grader.assignment.kit import Choice, choose_main, read_spec, starter_fingerprints, untouched_note
 from grader.errors import GraderError
 from grader.grading.factory import EarlySandbox, engine_for, reference_setups
-from grader.i18n import Msg
+from grader.i18n import EMPTY, Msg
 from grader.timings import mark
 
 
@@ -41,7 +41,7 @@ def quiet_gc() -> Iterator[None]:
 def start_early(folder: Path, device: str) -> EarlySandbox:
     """The sandbox for the assignment in `folder` (its spec's [limits]), starting on a thread now."""
     # One submission rarely needs the meta device, so the zygote should not warm it up.
-    return EarlySandbox(read_spec(folder).get("limits") or {}, device, warm_meta=False)
+    return EarlySandbox(read_spec(folder).limits, device, warm_meta=False)
 
 
 def known_device(device: str) -> bool:
@@ -60,8 +60,7 @@ class Graded:
     hidden_points: float
     closing: threading.Thread | None = None
     """The sandbox's shutdown, still running when grade_one(close_in_background=True) returned."""
-    note: Msg | str = ""
-    """Which file was graded and why, when a folder held both starters (translatable)."""
+    note: Msg = EMPTY
     """Which file was graded and why, when that was a choice (a folder with attention.py and
     attention.ipynb) or the file graded is the untouched starter."""
 
@@ -133,7 +132,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
         if public_only:
             report = dataclasses.replace(report, hidden_cases=n_hidden, hidden_points=p_hidden)
         graded = Graded(report=report, assignment=a, isolation=sandbox.isolation, hidden_cases=n_hidden,
-                        hidden_points=p_hidden, note=choice.text or untouched_note(submission, starters))
+                        hidden_points=p_hidden, note=choice.note or untouched_note(submission, starters))
     finally:
         intake.close()
         if early is not None:

@@ -106,7 +106,7 @@ def test_lms_names_folders_and_notebooks_give_the_right_results(graded):
     smith = reports["smith_bob_67890"]
     assert "scaling" in smith.concepts_failed() and smith.score.percent < 100
     broken = reports["broken"]
-    assert not broken.load.ok and broken.score.earned == 0 and "SyntaxError" in broken.load.message
+    assert not broken.load.ok and broken.score.earned == 0 and "SyntaxError" in str(broken.load.message)
     assert runs(out) == [(1, "complete", 5, 0)]
 
 

@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from grader.i18n import Msg
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
@@ -61,7 +62,7 @@ class Submission(Protocol):
     @property
     def files(self) -> dict[str, bytes]: ...
     @property
-    def error(self) -> str | None: ...
+    def error(self) -> Msg | None: ...
 
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -217,8 +218,7 @@ class Sandbox:
 
     @property
     def page_cache(self) -> dict:
-        """What the zygote made resident, the only files its workers may read (files, bytes,
-        read_bytes, seconds); empty where they are not kept to it (no zygote, no Landlock)."""
+        """What the zygote made resident, all its workers may read (empty: not kept to it)."""
         return dict(self._zygote.resident) if self._zygote is not None and self._plan.resident else {}
 
     @property

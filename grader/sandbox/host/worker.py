@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grader import untrusted
-from grader.i18n import Msg, tr
+from grader.i18n import Msg, tr, verbatim
 from grader.sandbox.errors import (
     DISK_ERRNOS,
     SandboxError,
@@ -55,7 +55,7 @@ class Worker:
         self.isolation = isolation
         self._features = features
         self._hand_over = hand_over
-        self.load: LoadReport = LoadReport(ok=False, message="not loaded")
+        self.load: LoadReport = LoadReport(ok=False, message=verbatim("not loaded"))
         self._proc = process
         self._chan = Channel(channel, out_fd, err_fd, limits, die=self._die, crashed=self._crashed,
                              dead=lambda: self._dead is not None,
