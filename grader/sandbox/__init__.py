@@ -27,6 +27,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from grader.sandbox.errors import (
+    CrashKind,
     EnvironmentBroken,
     SandboxError,
     StudentError,
@@ -47,6 +48,7 @@ _LAZY = {"Budget": "limits", "Limits": "limits", "LoadReport": "host.reports", "
 
 __all__ = [
     "Budget",
+    "CrashKind",
     "EnvironmentBroken",
     "Handle",
     "Limits",

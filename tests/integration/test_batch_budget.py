@@ -61,7 +61,7 @@ def test_every_worker_cgroup_lies_below_one_batch_cgroup_with_the_budget(sb, tmp
         cpu_key = next(k for k in mine if "cpu" in k.split(","))
         cpu_batch = "/sys/fs/cgroup/cpu" + mine[cpu_key].rsplit("/", 1)[0]
         assert (_read(cpu_batch, "cpu.cfs_quota_us"), _read(cpu_batch, "cpu.cfs_period_us")) == ("100000", "100000")
-    assert sb.limits_note.endswith("all workers at once, pre-started ones included: 1 CPUs and 0.75 GiB")
+    assert str(sb.limits_note).endswith("all workers at once, pre-started ones included: 1 CPUs and 0.75 GiB")
 
 
 def test_two_live_workers_within_their_own_caps_are_held_to_the_batch_budget(sb, tmp_path):

@@ -16,7 +16,7 @@ import torch
 
 from grader.submission.load import load_submission
 from procs import by_comm, processes_mentioning
-from grader.sandbox import (Handle, Limits, LoadReport, Opaque, Sandbox, StudentError, WorkerCrashed,
+from grader.sandbox import (CrashKind, Handle, Limits, LoadReport, Opaque, Sandbox, StudentError, WorkerCrashed,
                             WorkerTimeout)
 
 pytestmark = pytest.mark.slow  # full tier: hostile submissions running into each limit
@@ -231,13 +231,13 @@ def test_memory_hog_is_killed(sb):
     with hostile(sb, "memory_hog") as w:
         with pytest.raises(WorkerCrashed) as info:
             w.call("hog_3gib")
-        assert info.value.kind == "memory" and "memory limit of 0.5 GiB" in str(info.value.message)
+        assert info.value.kind is CrashKind.MEMORY and "memory limit of 0.5 GiB" in str(info.value)
 
 
 def test_os_exit_at_import_is_a_crash_not_a_pass(sb):
     with hostile(sb, "exit_at_import") as w:
         assert not w.load.ok
-        assert isinstance(w.load.failure, WorkerCrashed) and w.load.failure.kind == "exit"
+        assert isinstance(w.load.failure, WorkerCrashed) and w.load.failure.kind is CrashKind.EXIT
         assert "exit code 0" in str(w.load.message)
         with pytest.raises(WorkerCrashed):
             w.call("answer")
@@ -363,14 +363,14 @@ def test_segfault_is_a_crash(sb):
     with hostile(sb, "crashes") as w:
         with pytest.raises(WorkerCrashed, match="SIGSEGV") as info:
             w.call("segfault")
-        assert info.value.kind == "signal"
+        assert info.value.kind is CrashKind.SIGNAL
 
 
 def test_output_flood_is_killed_and_bounded(sb):
     with hostile(sb, "crashes") as w:
         with pytest.raises(WorkerCrashed) as info:
             w.call("flood")
-        assert info.value.kind == "output"
+        assert info.value.kind is CrashKind.OUTPUT
         assert len(w.output()[0]) == LIMITS.max_output_bytes
 
 

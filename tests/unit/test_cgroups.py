@@ -189,7 +189,7 @@ def test_a_container_without_its_own_cgroup_namespace_uses_the_mount_it_sees(tmp
 def test_no_delegation_means_no_cgroup_and_the_result_says_so_in_plain_words(fs, tmp_path):
     fs.place("user.slice/session-1.scope", [ME], delegate=("cpu",))  # memory and pids not handed down
     assert cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/user.slice/session-1.scope")) is None
-    note = selftest.limits_note(frozenset({"namespaces", "rss", "rlimits"}), None, Limits())
+    note = str(selftest.limits_note(frozenset({"namespaces", "rss", "rlimits"}), None, Limits()))
     assert note.startswith("no cgroup could be written here") and "memory is polled against 2 GiB" in note
     assert "no per-worker process or CPU cap" in note
 
@@ -200,7 +200,7 @@ def test_without_the_cpu_controller_memory_and_pids_still_apply(fs, tmp_path):
     assert h is not None and h.cpu is None
     [path] = cgroups.make(h, 2, Limits())
     assert not os.path.exists(os.path.join(path, "cpu.max"))
-    note = selftest.limits_note(frozenset({"cgroup"}), h, Limits())
+    note = str(selftest.limits_note(frozenset({"cgroup"}), h, Limits()))
     assert note.startswith("cgroup v2: 2 GiB memory (swap off), 64 processes, no CPU cap")
 
 
@@ -256,7 +256,7 @@ def test_a_batch_cgroup_holds_every_worker_under_the_batch_budget(fs, tmp_path):
     workers = [cgroups.make(batch, i, Limits(memory_bytes=2 * GiB))[0] for i in range(4)]
     assert all(os.path.dirname(w) == path for w in workers)
     assert [read(w, "memory.max") for w in workers] == [str(2 * GiB)] * 4
-    note = selftest.limits_note(frozenset({"cgroup"}), batch, Limits(), budget=Budget(2.0, 4 * GiB))
+    note = str(selftest.limits_note(frozenset({"cgroup"}), batch, Limits(), budget=Budget(2.0, 4 * GiB)))
     assert note.endswith("per worker, each seen to fire at start-up; all workers at once, pre-started ones "
                          "included: 2 CPUs and 4 GiB")
     cgroups.remove_batch(batch)  # its workers' cgroups first (the kernel refuses a parent's rmdir)

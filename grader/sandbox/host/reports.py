@@ -15,6 +15,7 @@ from grader.i18n import EMPTY, Msg, join, tr, verbatim
 from grader.results import CellError
 from grader.sandbox.errors import (
     DISK_ERRNOS,
+    CrashKind,
     SandboxError,
     WorkerCrashed,
     disk_message,
@@ -55,7 +56,7 @@ def load_report(reply: dict, limits: Limits) -> LoadReport:
         return LoadReport(ok=False, message=verbatim(f"{err.get('type')}: {err.get('message')}"))
     raw = [e for e in reply.get("cell_errors", []) if type(e) is dict]
     if any(e.get("errno") in DISK_ERRNOS for e in raw):
-        crash = WorkerCrashed("disk", disk_message(limits))
+        crash = WorkerCrashed(CrashKind.DISK, disk_message(limits))
         return LoadReport(ok=False, message=load_failure_message(crash), failure=crash)
     errors = [CellError(cell=e.get("cell"), error=str(e.get("error")), traceback=str(e.get("traceback")))
               for e in raw]

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from grader.i18n import Msg
+from grader.i18n import Msg, tr
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
@@ -163,15 +163,15 @@ class Sandbox:
                     self._zygote.warm_meta(self.limits.start_timeout_s)
                 kept = "landlock" in self.features and "error" not in self._zygote.resident  # jail/resident.py
                 self._plan = dataclasses.replace(self._plan, resident=kept)
-            self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation,
-                                                    budget=budget if self._batch is not None else None)
+            self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation, budget=budget)
             """What bounds each worker's resources here, in plain words (every result records it)."""
             if self_test:
                 proof = selftest.check(self, meta=warm_meta or self._zygote is None,
                                        hierarchy=self._plan.hierarchy)
                 self.isolation = selftest.proven_level(self.features, proof, accept=accept_isolation)
                 if proof.unproven:
-                    self.limits_note = f"{', '.join(proof.unproven)} limit not proven, accepted by the instructor"
+                    self.limits_note = tr("{limits} limit not proven, accepted by the instructor",
+                                          limits=", ".join(proof.unproven))
         except BaseException:
             self.close()
             raise

@@ -21,6 +21,7 @@ from grader.sandbox.errors import (
     DISK_ERRNOS,
     SandboxError,
     StudentError,
+    CrashKind,
     WireError,
     WorkerCrashed,
     WorkerTimeout,
@@ -268,7 +269,7 @@ class Worker:
             if type(err) is not dict:
                 raise WireError("error reply without details")
             if err.get("errno") in DISK_ERRNOS:
-                self._die(WorkerCrashed("disk", disk_message(self.limits)), "disk")
+                self._die(WorkerCrashed(CrashKind.DISK, disk_message(self.limits)), "disk")
             raise StudentError(as_text(err.get("type"))[:200], as_text(err.get("message")),
                                as_text(err.get("traceback")))
         return reply
