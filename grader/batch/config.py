@@ -46,6 +46,9 @@ class BatchConfig:
     accept_isolation: str | None = None
     """The weaker sandbox level the instructor accepts where the self-test proves less than the
     level claims (``--accept-isolation``); every result records it."""
+    isolation: str | None = None
+    """How local workers start (``--isolation``): "auto", "portable", or None (``GRADER_ISOLATION``,
+    else "auto"). A cluster's workers choose by their own environment."""
     folders_are_submissions: bool = False
     """Each folder in `paths` is one student's submission, not a folder of submissions."""
     newest: bool = False

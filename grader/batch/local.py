@@ -34,10 +34,13 @@ class LocalBackend:
 
     def __init__(self, assignment: Assignment, device: torch.device, jobs: int, *, debug: bool = False,
                  lang: str | None = None, accept_isolation: str | None = None, cache_dir: Path | None = None,
-                 batch_cpus: float | None = None, batch_memory_bytes: int | None = None):
+                 isolation: str | None = None, batch_cpus: float | None = None,
+                 batch_memory_bytes: int | None = None):
         self.assignment, self.device, self.jobs, self.debug = assignment, device, jobs, debug
         self.accept_isolation = accept_isolation
         self.cache_dir = cache_dir
+        self.isolation = isolation
+        """How the workers start (``--isolation``; None: ``GRADER_ISOLATION``, else auto)."""
         """Where the reference setups are kept between runs (None: computed every run)."""
         self.batch_cpus, self.batch_memory_bytes = batch_cpus, batch_memory_bytes
         """What all the slots' workers may use at once (None: one CPU and one memory cap per slot)."""
@@ -57,6 +60,7 @@ class LocalBackend:
         try:
             limits = limits_for(self.assignment)
             early = EarlySandbox(limits, str(self.device), warm_meta=True, accept_isolation=self.accept_isolation,
+                                 isolation=self.isolation,
                                  budget=batch_budget(limits, n, self.batch_cpus, self.batch_memory_bytes))
             setups = reference_setups(self.assignment, self.device, public_only=False, cache_dir=self.cache_dir)
             sandbox = start_sandbox(early)
