@@ -33,10 +33,13 @@ class LocalBackend:
     """`cfg.jobs` slots here: forked processes on the CPU on Linux (fork()-safe there), else threads."""
 
     def __init__(self, assignment: Assignment, device: torch.device, jobs: int, *, debug: bool = False,
-                 lang: str | None = None, accept_isolation: str | None = None, cache_dir: Path | None = None):
+                 lang: str | None = None, accept_isolation: str | None = None, cache_dir: Path | None = None,
+                 isolation: str | None = None):
         self.assignment, self.device, self.jobs, self.debug = assignment, device, jobs, debug
         self.accept_isolation = accept_isolation
         self.cache_dir = cache_dir
+        self.isolation = isolation
+        """How the workers start (``--isolation``; None: ``GRADER_ISOLATION``, else auto)."""
         """Where the reference setups are kept between runs (None: computed every run)."""
         self.lang = lang
         """The students' feedback language the reports record (``--lang``)."""
@@ -53,7 +56,7 @@ class LocalBackend:
         early: EarlySandbox | None = None
         try:
             early = EarlySandbox(limits_for(self.assignment), str(self.device), warm_meta=True,
-                                 accept_isolation=self.accept_isolation)
+                                 accept_isolation=self.accept_isolation, isolation=self.isolation)
             setups = reference_setups(self.assignment, self.device, public_only=False, cache_dir=self.cache_dir)
             sandbox = start_sandbox(early)
             self.engines = batch_engines(self.assignment, sandbox, self.device, 1 if self.forked else n,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from grader.cli.common import ExitCode, cache_folder, cache_options, dashboard_lang_option, lang_option, operator_errors
+from grader.cli.common import (ExitCode, cache_folder, cache_options, dashboard_lang_option, isolation_option,
+                               lang_option, operator_errors)
 from grader.cli.courses import canvas_column_option, course_options, echo_lms, echo_similarity
 from grader.cli.progress import Progress
 from grader.cli.progress import shown as _shown
@@ -51,13 +52,14 @@ from grader.timings import mark
 @cache_options
 @lang_option
 @dashboard_lang_option
+@isolation_option
 @operator_errors
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
           tls: tuple[str, str, str] | None, insecure_cluster: bool,
           accept_isolation: str | None, folders_are_submissions: bool, newest: bool, verbose: bool,
           no_similarity: bool, canvas_column: str | None, cache_dir: Path | None, no_cache: bool,
-          lang: str | None, dashboard_lang: str | None) -> None:
+          lang: str | None, dashboard_lang: str | None, isolation: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -91,7 +93,7 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     if cluster is None:  # the local sandbox's zygote imports torch while this process loads the rest
         from grader.cli.common import prestart_sandbox
 
-        prestart_sandbox(device, warm_meta=True)
+        prestart_sandbox(device, warm_meta=True, isolation=isolation)
     from grader.cli.common import resolve_assignment
     from grader.grading.single import quiet_gc
 
@@ -109,6 +111,7 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
                           device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster,
                           lang=lang, dashboard_lang=dashboard_lang, accept_isolation=accept_isolation,
+                          isolation=isolation,
                           cluster_tls=tls or None, insecure_cluster=insecure_cluster,
                           folders_are_submissions=folders_are_submissions, newest=newest,
                           similarity=not no_similarity, canvas_column=canvas_column,

@@ -27,8 +27,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from grader.sandbox.errors import (
+    CrashKind,
     EnvironmentBroken,
-    OffPlan,
     SandboxError,
     StudentError,
     WireError,
@@ -47,12 +47,12 @@ _LAZY = {"Limits": "limits", "LoadReport": "host.reports", "NameInfo": "host.rep
          "Worker": "host.worker", "Handle": "wire", "Opaque": "wire"}
 
 __all__ = [
+    "CrashKind",
     "EnvironmentBroken",
     "Handle",
     "Limits",
     "LoadReport",
     "NameInfo",
-    "OffPlan",
     "Opaque",
     "Sandbox",
     "SandboxError",

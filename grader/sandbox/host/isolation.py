@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from grader.sandbox.host import zygote
+from grader.sandbox.host.process import dead
 from grader.sandbox.jail import cgroups, paths
 from grader.sandbox.limits import GiB, Limits
 
@@ -88,7 +89,7 @@ def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, s
     hierarchy = cgroups.find()
     if hierarchy is not None:
         feats.add("cgroup")
-        cgroups.remove_stale(hierarchy, zygote.dead)
+        cgroups.remove_stale(hierarchy, dead)
     else:
         feats.add("rss")
     return IsolationPlan(features=frozenset(feats), hierarchy=hierarchy, hide=tuple(hide),

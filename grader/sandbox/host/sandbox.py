@@ -24,12 +24,13 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from grader.i18n import Msg, tr
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
 from grader.sandbox.host.process import Reaper, WorkerProcess
 from grader.sandbox.host.reports import LoadReport
-from grader.sandbox.host.worker import Worker, describe_msg, load_msg, request_frame
+from grader.sandbox.host.worker import Worker
 from grader.sandbox.jail import cgroups
 from grader.sandbox.limits import Limits
 from grader.timings import mark
@@ -60,7 +61,7 @@ class Submission(Protocol):
     @property
     def files(self) -> dict[str, bytes]: ...
     @property
-    def error(self) -> str | None: ...
+    def error(self) -> Msg | None: ...
 
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -162,7 +163,8 @@ class Sandbox:
                                        hierarchy=self._plan.hierarchy)
                 self.isolation = selftest.proven_level(self.features, proof, accept=accept_isolation)
                 if proof.unproven:
-                    self.limits_note = f"{', '.join(proof.unproven)} limit not proven, accepted by the instructor"
+                    self.limits_note = tr("{limits} limit not proven, accepted by the instructor",
+                                          limits=", ".join(proof.unproven))
         except BaseException:
             self.close()
             raise
@@ -239,16 +241,15 @@ class Sandbox:
             w.load = w.run_units(list(sub.units))
         return w
 
-    def start(self, sub: Submission, describe: list[str] = ()) -> Worker:
-        """Fork a worker for `sub` now and send it, ahead, the request to load the submission (and
-        to describe `describe`), without waiting for any of it: it boots and loads while the caller
-        grades another submission. Hand it to ``open(sub, started=...)`` (or close it)."""
+    def start(self, sub: Submission) -> Worker:
+        """Fork a worker for `sub` now and write it the request to load the submission, without
+        waiting for either: it boots and loads while the caller grades another submission. Hand it
+        to ``open(sub, started=...)`` (or close it)."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
         w = self._spawn_for(sub, wait=False)
         if not sub.error:
-            w.send_ahead([request_frame(load_msg(sub.units))]
-                         + ([request_frame(describe_msg(describe))] if describe else []))
+            w.load_early(list(sub.units))
         return w
 
     def _spawn_for(self, sub: Submission, *, wait: bool = True) -> Worker:

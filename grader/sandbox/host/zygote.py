@@ -33,6 +33,7 @@ import tempfile
 import threading
 
 from grader.sandbox.errors import SandboxError
+from grader.sandbox.host.process import dead, descendants
 from grader.sandbox.jail import enter
 
 LINUX = sys.platform.startswith("linux")
@@ -49,11 +50,6 @@ def child_env(device: str) -> dict[str, str]:
     if device.startswith("cuda") and "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return env
-
-
-def dead(pid: str) -> bool:
-    """`pid` (text) names no running process."""
-    return pid.isdigit() and not os.path.exists(f"/proc/{pid}")
 
 
 def remove_stale() -> None:
@@ -91,35 +87,6 @@ def probe_result(proc: subprocess.Popen) -> dict:
         return json.loads(out) if proc.returncode == 0 else {}
     except ValueError:
         return {}
-
-
-def _proc_table() -> dict[int, int]:
-    """pid -> ppid for every process we can see."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-            table[int(name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return table
-
-
-def descendants(root: int) -> list[int]:
-    table = _proc_table()
-    kids: dict[int, list[int]] = {}
-    for pid, ppid in table.items():
-        kids.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        for c in kids.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 class Zygote:
