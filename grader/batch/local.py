@@ -38,9 +38,9 @@ class LocalBackend:
         self.assignment, self.device, self.jobs, self.debug = assignment, device, jobs, debug
         self.accept_isolation = accept_isolation
         self.cache_dir = cache_dir
+        """Where the reference setups are kept between runs (None: computed every run)."""
         self.isolation = isolation
         """How the workers start (``--isolation``; None: ``GRADER_ISOLATION``, else auto)."""
-        """Where the reference setups are kept between runs (None: computed every run)."""
         self.lang = lang
         """The students' feedback language the reports record (``--lang``)."""
         self.engines: list[Engine] = []
