@@ -17,24 +17,33 @@ def _summary(path: Path) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
+def _subpackages(p: Path) -> list[Path]:
+    return sorted(q for q in p.iterdir() if (q / "__init__.py").is_file())
+
+
+def _package(p: Path, depth: int) -> list[str]:
+    """A package's line, its modules' line, then its subpackages', each indented one step more."""
+    modules = sorted(m for m in p.glob("*.py") if m.name != "__init__.py")
+    files = sorted(p.glob("*.py"))
+    sizes = {m: len(m.read_text(encoding="utf-8").splitlines()) for m in files}
+    largest = max(sizes, key=sizes.__getitem__)
+    pad = "  " * depth
+    lines = [f"{pad}{p.relative_to(ROOT).as_posix()}/  {_summary(p / '__init__.py')}",
+             f"{pad}  {len(files)} modules, largest {largest.name} ({sizes[largest]} lines): "
+             + ", ".join(m.stem for m in modules)]
+    for q in _subpackages(p):
+        lines += _package(q, depth + 1)
+    return lines
+
+
 def tree() -> str:
     lines = ["```"]
     for top in ("grader", "reference"):
         pkg = ROOT / top
-        packages = [pkg] + sorted(p for p in pkg.iterdir() if (p / "__init__.py").is_file())
-        for p in packages:
-            modules = sorted(m for m in p.glob("*.py") if m.name != "__init__.py")
-            name = p.relative_to(ROOT).as_posix() + "/"
-            if p == pkg:
-                lines.append(f"{name}  {_summary(p / '__init__.py')}")
-                lines.append("  " + ", ".join(m.name for m in modules))
-                continue
-            files = sorted(p.glob("*.py"))
-            sizes = {m: len(m.read_text(encoding="utf-8").splitlines()) for m in files}
-            largest = max(sizes, key=sizes.__getitem__)
-            lines.append(f"  {name}  {_summary(p / '__init__.py')}")
-            lines.append(f"    {len(files)} modules, largest {largest.name} ({sizes[largest]} lines): "
-                         + ", ".join(m.stem for m in modules))
+        lines.append(f"{top}/  {_summary(pkg / '__init__.py')}")
+        lines.append("  " + ", ".join(m.name for m in sorted(pkg.glob("*.py")) if m.name != "__init__.py"))
+        for p in _subpackages(pkg):
+            lines += _package(p, 1)
     lines.append("```")
     return "\n".join(lines)
 

@@ -87,7 +87,7 @@ class _InProcWorker:
     def __init__(self, sub, scratch: str):
         from grader.sandbox import LoadReport
         from grader.results import CellError
-        from grader.sandbox import server as W
+        from grader.sandbox.child import server as W
 
         main = os.path.basename(sub.path) if sub.kind == "ipynb" else "attention.py"
         self.srv = W.Server({"scratch": scratch, "main": main})
@@ -224,23 +224,24 @@ def floor(batch: Path, limit: int | None) -> dict:
 def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
     import grader.batch.run as B
     from grader.batch import local as L, recording as R
-    from grader.sandbox import handle, sandbox
+    from grader.sandbox.host import sandbox, worker
     from grader.grading import engine as E
     from grader.assignment.spec import load_assignment
 
     timed(B, "load_submission", "load (read + parse)")
     timed(B, "discover", "discover")
     timed(L, "start_sandbox", "sandbox start (zygote, once)")
+    timed(L, "reference_setups", "reference (setups, once)")
     timed(E.Engine, "prepare", "reference (setups, once)")
     timed(sandbox.Sandbox, "_spawn", "worker start (fork + jail)")
-    timed(handle.Worker, "run_units", "student code load (module/cells)")
+    timed(worker.Worker, "run_units", "student code load (module/cells)")
     for op in ("describe", "describe_all", "call", "call_method", "vjp", "state_dict", "load_state_dict"):
-        timed(handle.Worker, op, "student calls (round trip)")
+        timed(worker.Worker, op, "student calls (round trip)")
     timed(E.Engine, "run_case", "compare + diagnosis (grader side)")
     timed(E, "missing_entry_points", "compare + diagnosis (grader side)")
     timed(E.Engine, "_report", "result objects")
-    timed(handle.Worker, "close", "worker stop")
-    timed(handle.Worker, "retire", "worker stop")  # the kill; the clean-up runs on the reaper thread
+    timed(worker.Worker, "close", "worker stop")
+    timed(worker.Worker, "retire", "worker stop")  # the kill; the clean-up runs on the reaper thread
     timed(R, "write_result_json", "results JSON")
     timed(R, "write_submission", "student HTML")
     timed(R.Ledger, "record", "ledger + gradebook")

@@ -4,10 +4,12 @@
     python bench/run.py                    # the same, with peers on 40 / 20 notebooks
     python bench/run.py --no-peers         # ours, the floor and the cold baseline only
     python bench/run.py --scale 1000       # 1,000 .py submissions in one run: RSS over time, output usable
+    python bench/run.py --start            # only the start-up breakdown (bench/start.py): ~1-2 min
 
 Everything is compared in the same run, in alternating rounds (ours, cold, nbgrader, otter, ours,
 ...), because these machines drift by 15-18 % between runs. Ratios are the headline. Writes
-bench/out/results-<stamp>.json (raw) and bench/out/results-<stamp>.md (the table).
+bench/out/results-<stamp>.json (raw) and bench/out/results-<stamp>.md (the table). Every comparison
+ends with the start-up breakdown of bench/start.py (grade 1 and 40, check; one round with --quick).
 """
 
 from __future__ import annotations
@@ -362,6 +364,11 @@ def main_compare(args) -> dict:
     floor = inproc("floor", batch, work / "floor.json")
     prof = inproc("profile", batch, work / "profile.json", limit=min(len(files), 40))
     chk = check_cold(pys[0]) if pys else {"skipped": "no .py"}
+    print("start-up breakdown (bench/start.py) ...", flush=True)
+    import start as start_bench
+
+    startup = start_bench.breakdown(n=40, rounds=1 if args.quick else 2, jobs=args.jobs, seed=args.seed,
+                                    work=work / "start")
 
     # --- aggregate ---
     def agg(name):
@@ -391,9 +398,9 @@ def main_compare(args) -> dict:
               + prof["split_per_sub_ms"].get("worker stop", 0))
     report = {"hardware": hardware(), "args": vars(args), "table": table, "floor": {k: v for k, v in floor.items()
               if k not in ("per_sub_s", "scores", "peer_passed")}, "profile": prof, "check": chk,
-              "worker_start_stop_ms": ovh_ms, "total_s": time.perf_counter() - t_start,
+              "worker_start_stop_ms": ovh_ms, "total_s": time.perf_counter() - t_start, "start": startup,
               "raw": {k: [{kk: vv for kk, vv in x.items() if kk != "samples"} for x in v] for k, v in res.items()}}
-    md = render(report)
+    md = render(report) + "\n" + startup["markdown"]
     (OUT / f"results-{stamp}.json").write_text(json.dumps(report, indent=1, default=str))
     (OUT / f"results-{stamp}.md").write_text(md)
     print(md)
@@ -541,12 +548,21 @@ def main() -> None:
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scale", type=int, default=None, metavar="N", help="the scale check on N .py submissions")
+    ap.add_argument("--start", action="store_true", help="only the start-up breakdown (bench/start.py)")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     # Byte-compile the grader as `pip install` does (this checkout may run with PYTHONDONTWRITEBYTECODE).
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "grader"), str(REPO / "reference"),
                     str(REPO / "assignments")], stdout=subprocess.DEVNULL, check=False)
-    if args.scale:
+    if args.start:
+        import start as start_bench
+
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        res = start_bench.breakdown(n=40, rounds=args.rounds or 2, jobs=args.jobs, seed=args.seed,
+                                    work=OUT / f"start-{stamp}")
+        (OUT / f"start-{stamp}.json").write_text(json.dumps(res, indent=1))
+        print(res["markdown"])
+    elif args.scale:
         main_scale(args)
     else:
         main_compare(args)

@@ -7,8 +7,15 @@ Naming a file, folder or test runs all of it: `python -m pytest tests/integratio
 See CONTRIBUTING.md.
 """
 
+import os
+
 import pytest
 import torch
+
+# The commands keep reference setups in the user's cache folder between runs; the tests run every
+# command without it (nothing written to the home folder, nothing read from an earlier session),
+# except the setup cache's own tests, which give it a folder of their own.
+os.environ.setdefault("GRADER_NO_CACHE", "1")
 
 
 def pytest_addoption(parser):

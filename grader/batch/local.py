@@ -1,6 +1,10 @@
 """The local back-end: N grading slots on this machine, sharing one sandbox (one warm zygote) and
-one computation of the reference setups and the call plan. On the CPU on Linux the slots are
-forked processes (`grader.batch.slots`); otherwise threads of this process.
+one computation of the reference setups, once the reference has scored 100 % in this jail. On the
+CPU on Linux the slots are forked processes (`grader.batch.slots`); otherwise threads of this
+process.
+
+The sandbox starts (its self-test runs) on a thread while this one computes the reference setups,
+or reads them from the setup cache (`grader.grading.setup_cache`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import queue
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 
@@ -20,17 +25,22 @@ from grader.batch.backend import Ready, Todo
 from grader.batch.recording import Tally
 from grader.errors import GraderError
 from grader.grading.engine import Engine, limits_for
-from grader.grading.factory import batch_engines, sandbox_for
-from grader.sandbox import Limits, Sandbox
+from grader.grading.factory import EarlySandbox, batch_engines, reference_setups
+from grader.sandbox import Sandbox
 
 
 class LocalBackend:
     """`cfg.jobs` slots here: forked processes on the CPU on Linux (fork()-safe there), else threads."""
 
     def __init__(self, assignment: Assignment, device: torch.device, jobs: int, *, debug: bool = False,
-                 lang: str | None = None, accept_isolation: str | None = None):
+                 lang: str | None = None, accept_isolation: str | None = None, cache_dir: Path | None = None,
+                 isolation: str | None = None):
         self.assignment, self.device, self.jobs, self.debug = assignment, device, jobs, debug
         self.accept_isolation = accept_isolation
+        self.cache_dir = cache_dir
+        self.isolation = isolation
+        """How the workers start (``--isolation``; None: ``GRADER_ISOLATION``, else auto)."""
+        """Where the reference setups are kept between runs (None: computed every run)."""
         self.lang = lang
         """The students' feedback language the reports record (``--lang``)."""
         self.engines: list[Engine] = []
@@ -43,16 +53,22 @@ class LocalBackend:
         saved_threads = torch.get_num_threads()
         torch.set_num_threads(1)  # N slots on few cores: one grader thread each avoids oversubscription
         sandbox: Sandbox | None = None
+        early: EarlySandbox | None = None
         try:
-            sandbox = start_sandbox(limits_for(self.assignment), str(self.device), self.accept_isolation)
+            early = EarlySandbox(limits_for(self.assignment), str(self.device), warm_meta=True,
+                                 accept_isolation=self.accept_isolation, isolation=self.isolation)
+            setups = reference_setups(self.assignment, self.device, public_only=False, cache_dir=self.cache_dir)
+            sandbox = start_sandbox(early)
             self.engines = batch_engines(self.assignment, sandbox, self.device, 1 if self.forked else n,
-                                         lang=self.lang)
+                                         lang=self.lang, setups=setups)
             freeze_heap()
             yield Ready(sandbox.isolation, sandbox.isolation, n, warning=no_cgroup_warning(sandbox))
         finally:
             stop.set()
             if sandbox is not None:
                 sandbox.close()
+            elif early is not None:
+                early.close()
             torch.set_num_threads(saved_threads)
 
     def grade(self, todo: Todo, tally: Tally, stop: threading.Event) -> None:
@@ -67,12 +83,12 @@ def no_cgroup_warning(sandbox: Sandbox) -> str:
     return "" if "cgroup" in sandbox.features else f"the sandbox bounds less here than it should: {sandbox.limits_note}."
 
 
-def start_sandbox(limits: Limits, device: str, accept_isolation: str | None = None) -> Sandbox:
-    """One sandbox (one warm zygote) for every slot: a Sandbox is thread-safe and can be shared
-    with forked slots, spawns are serialised at the zygote, and a second zygote would cost CPU at
-    start-up and memory (docs/performance.md)."""
+def start_sandbox(early: EarlySandbox) -> Sandbox:
+    """One sandbox (one warm zygote) for every slot, once its start on `early`'s thread is done: a
+    Sandbox is thread-safe and can be shared with forked slots, spawns are serialised at the
+    zygote, and a second zygote would cost CPU at start-up and memory (docs/performance.md)."""
     try:
-        return sandbox_for(limits, device, accept_isolation=accept_isolation)
+        return early.get()
     except Exception as e:  # noqa: BLE001
         raise GraderError(f"the sandbox could not start: {e}") from e
 
@@ -109,4 +125,4 @@ def _slot(engine: Engine, jobs: queue.Queue, done_q: queue.Queue, stop: threadin
             key, sub = jobs.get_nowait()
         except queue.Empty:
             return
-        done_q.put((key, *slots.grade_one(engine, key, sub, debug)))
+        done_q.put((key, *slots.grade_or_fault(engine, key, sub, debug)))

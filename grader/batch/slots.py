@@ -4,8 +4,8 @@ With N slot threads in one process, every slot's grader-side work (decoding repl
 diagnosing) and the recording (ledger, JSON, HTML) share one GIL, and the slots wait for each
 other (docs/performance.md has the measurement). So `run` forks
 N grading processes from the grader once everything they share is ready: torch imported, the
-reference setups computed (copy-on-write, never recomputed), the call plan learned and the
-sandbox's zygote started. Each opens its own sandboxed workers through the shared zygote
+reference setups computed (copy-on-write, never recomputed), the reference proven at 100 % and
+the sandbox's zygote started. Each opens its own sandboxed workers through the shared zygote
 (requests serialised by a process lock) and sends back plain JSON; this process records every
 result, as with threads. A slot holds up to three submissions: it grades the first while the
 second's worker is already starting (``Engine.start_worker``).
@@ -20,6 +20,15 @@ was grading (an error, retried by the next run) and nothing else: the other slot
 including those it held but had not started.
 Only for the CPU on Linux: a process that has initialised CUDA cannot be forked safely, and on
 macOS forking a process that loaded torch's system frameworks is not safe either.
+
+Why not ``concurrent.futures.ProcessPoolExecutor`` (fork context): a pool whose process dies
+abruptly is broken, and every pending and later future raises ``BrokenProcessPool``, so one slot
+killed by the kernel (out of memory while decoding a hostile reply, say) would cost the whole
+batch instead of one submission; a pool decides which process runs a task, so a slot cannot
+start the worker of the submission it will grade next while it grades this one; it pickles every
+task and result, where this module sends line-delimited JSON built by the grader; and a first
+Ctrl-C must let each slot finish the submission it is grading and report the rest as not started
+(``stop``), which ``shutdown(cancel_futures=True)`` does not tell apart from a submission lost.
 """
 
 from __future__ import annotations
@@ -255,7 +264,7 @@ def _fork(engine: SlotEngine, todo: list, debug: bool, inherited: list[int]) -> 
     return _Slot(pid, jobs_w, res_r)
 
 
-def grade_one(engine: SlotEngine, key: Any, sub: Any, debug: bool,
+def grade_or_fault(engine: SlotEngine, key: Any, sub: Any, debug: bool,
               worker: Any = None) -> tuple[GradeReport | None, float, str]:
     """(report or None, seconds, error) for one submission, in a slot thread or process: a grader
     fault on one submission is its error message, never the end of the slot. `worker`: one
@@ -320,7 +329,7 @@ def _serve(engine: SlotEngine, todo: list, jobs: int, results: int, debug: bool)
             if queue:
                 ahead = (queue[0], _start_worker(engine, todo[queue[0]][1]))
             key, sub = todo[i]
-            report, seconds, error = grade_one(engine, key, sub, debug, worker)
+            report, seconds, error = grade_or_fault(engine, key, sub, debug, worker)
             send({"i": i, "report": None if report is None else to_dict(report), "seconds": seconds, "error": error})
     finally:
         if ahead is not None and ahead[1] is not None:

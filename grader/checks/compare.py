@@ -173,4 +173,4 @@ def check_values(actual: object, exp: Expected, *, what: Msg | str, concept: str
     c = compare(actual, exp, where=where, atol=atol, rtol=rtol)
     if c.ok:
         return Verdict.ok()
-    return Verdict.fail(concept, message, evidence_of(c, notes=[tr("{what}: {reason}", what=what, reason=c.reason_text)]))
+    return Verdict.fail(concept, message, evidence_of(c, notes=[tr("{what}: {reason}", what=what, reason=c.reason)]))

@@ -9,7 +9,7 @@ exact ``torch.Tensor`` with a dense (strided) layout and real values gives a fai
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -39,20 +39,10 @@ class Comparison:
     """Reference value at ``first_bad_index``."""
     actual_value: float | None
     """Student value at ``first_bad_index``."""
-    reason: str
-    """"" when ok; else one line, e.g. "shape (2, 3) != (2, 4)" or "error 0.31 > allowed 0.02" (English:
-    a `Msg` given here moves to ``reason_i18n``)."""
-    reason_i18n: Msg | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.reason, str):  # a Msg: English text here, the message itself beside it
-            object.__setattr__(self, "reason_i18n", self.reason)
-            object.__setattr__(self, "reason", str(self.reason))
-
-    @property
-    def reason_text(self) -> Msg | str:
-        """The reason, translatable where it was given as a `Msg`."""
-        return self.reason_i18n if self.reason_i18n is not None else self.reason
+    reason: Msg | str
+    """"" when ok; else one line, e.g. "shape (2, 3) != (2, 4)" or "error 0.31 > allowed 0.02": a `Msg`
+    where the words translate, plain text for code-like ones (and everywhere in the copy beside the
+    reference, which has no grader to translate with)."""
 
 
 _TOLERANCES = {

@@ -9,6 +9,7 @@ import click
 
 from grader import __version__
 from grader.cli.common import ExitCode, OperatorError, operator_errors
+from grader.timings import mark
 
 
 def _default_submissions() -> Path | None:
@@ -33,6 +34,7 @@ def main() -> None:
     CI:           grader ci attention.py -a masked-attention --min-score 80
     Authors:      grader validate masked-attention
     """
+    mark("cli")
 
 
 @main.command("list")

@@ -8,14 +8,16 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 import click
 
-from grader.assignment.spec import Assignment, available, infer, load_assignment
 from grader.errors import GraderError
 from grader.i18n import DEFAULT, LANGUAGES, choose, tr
+
+if TYPE_CHECKING:
+    from grader.assignment.spec import Assignment
 
 
 def lang_option(fn):
@@ -26,10 +28,53 @@ def lang_option(fn):
                              "else the locale (LC_ALL/LANG), else en].")(fn)
 
 
+def isolation_option(fn):
+    """``--isolation auto|portable`` (else ``GRADER_ISOLATION``): how the sandboxed worker is started."""
+    return click.option(
+        "--isolation", "isolation", type=click.Choice(["auto", "portable"]), default=None,
+        envvar="GRADER_ISOLATION", show_envvar=True,
+        help="How your code's worker process is started. auto: the strongest jail this machine has "
+             "(Linux: namespaces, Landlock, seccomp, cgroups); on Windows and macOS the portable worker. "
+             "portable: a fresh Python process over pipes, time limits by killing its process tree, "
+             "memory polled; it hides no file from the code (README: Isolation by platform) "
+             "[default: auto].")(fn)
+
+
 def dashboard_lang_option(fn):
     return click.option("--dashboard-lang", "dashboard_lang", type=click.Choice(LANGUAGES), default=None,
                         help="Language of the class dashboard (index.html) [default: the locale, else en], "
                              "whatever --lang the students' reports are in.")(fn)
+
+
+CACHE_DIR_ENV = "GRADER_CACHE_DIR"
+NO_CACHE_ENV = "GRADER_NO_CACHE"
+
+
+def cache_options(fn):
+    """``--cache-dir DIR`` and ``--no-cache``: where the reference setups are kept between runs
+    (`grader.grading.setup_cache`), passed on as ``cache_dir`` (None: no cache)."""
+    fn = click.option("--no-cache", "no_cache", is_flag=True, envvar=NO_CACHE_ENV, show_envvar=True,
+                      help="Compute the reference results again instead of reading them from the cache.")(fn)
+    return click.option("--cache-dir", "cache_dir", type=click.Path(file_okay=False, path_type=Path),
+                        envvar=CACHE_DIR_ENV, show_envvar=True, default=None,
+                        help="Folder keeping the reference results between runs, per assignment, grader and "
+                             "machine [default: the user cache folder, e.g. ~/.cache/attention-grader/setups].")(fn)
+
+
+def cache_folder(cache_dir: Path | None, no_cache: bool) -> Path | None:
+    """The setup cache's folder (None: ``--no-cache``): ``--cache-dir``, else the platform's user
+    cache folder (XDG_CACHE_HOME or ~/.cache, ~/Library/Caches, %LOCALAPPDATA%)."""
+    if no_cache:
+        return None
+    if cache_dir is not None:
+        return cache_dir
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "attention-grader" / "setups"
 
 
 class ExitCode(enum.IntEnum):
@@ -123,10 +168,14 @@ def _reader_went_away() -> None:
 
 def infer_assignment(submission: Path) -> Assignment:
     """The one assignment whose entry points the submission's text defines (read as text, never run)."""
+    from grader.assignment.spec import available, infer, load_assignment
+
     return load_assignment(infer(submission, available()))
 
 
 def resolve_assignment(name: str | None, submission: Path | None = None) -> Assignment:
+    from grader.assignment.spec import load_assignment
+
     if name:
         return load_assignment(name)
     if submission is None:
@@ -134,10 +183,10 @@ def resolve_assignment(name: str | None, submission: Path | None = None) -> Assi
     return infer_assignment(submission)
 
 
-def prestart_sandbox(device: str, *, warm_meta: bool = False) -> None:
+def prestart_sandbox(device: str, *, warm_meta: bool = False, isolation: str | None = None) -> None:
     """Start the sandbox's zygote now, before this process imports torch, so the two imports run
     side by side; the Sandbox made later adopts it, and when the command ends first (a usage
-    error) it is stopped with the command."""
+    error) it is stopped with the command. (The portable worker has no zygote.)"""
     from grader.grading.factory import prestart_zygote
 
-    click.get_current_context().call_on_close(prestart_zygote(device, warm_meta=warm_meta))
+    click.get_current_context().call_on_close(prestart_zygote(device, warm_meta=warm_meta, isolation=isolation))

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import click
 
-from grader.cli.common import ExitCode, dashboard_lang_option, lang_option, operator_errors
+from grader.cli.common import (ExitCode, cache_folder, cache_options, dashboard_lang_option, isolation_option,
+                               lang_option, operator_errors)
 from grader.cli.courses import canvas_column_option, course_options, echo_lms, echo_similarity
 from grader.cli.progress import Progress
 from grader.cli.progress import shown as _shown
 from grader.errors import GraderError
 from grader.i18n import LANGUAGES
+from grader.timings import mark
 
 
 # --- grader grade ------------------------------------------------------------------------------
@@ -47,14 +49,17 @@ from grader.i18n import LANGUAGES
 @click.option("--newest", is_flag=True, help="Of several files with one LMS student id, grade only the newest.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
 @course_options
+@cache_options
 @lang_option
 @dashboard_lang_option
+@isolation_option
 @operator_errors
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
           tls: tuple[str, str, str] | None, insecure_cluster: bool,
           accept_isolation: str | None, folders_are_submissions: bool, newest: bool, verbose: bool,
-          no_similarity: bool, canvas_column: str | None, lang: str | None, dashboard_lang: str | None) -> None:
+          no_similarity: bool, canvas_column: str | None, cache_dir: Path | None, no_cache: bool,
+          lang: str | None, dashboard_lang: str | None, isolation: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -88,13 +93,14 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     if cluster is None:  # the local sandbox's zygote imports torch while this process loads the rest
         from grader.cli.common import prestart_sandbox
 
-        prestart_sandbox(device, warm_meta=True)
+        prestart_sandbox(device, warm_meta=True, isolation=isolation)
     from grader.cli.common import resolve_assignment
     from grader.grading.single import quiet_gc
 
     with quiet_gc():
         from grader.batch.config import BatchConfig
         from grader.batch.run import run_batch
+    mark("imports")
 
     if cluster is not None and jobs is not None:
         raise click.UsageError("-j/--jobs and --cluster cannot be combined: the cluster's workers grade in "
@@ -105,9 +111,11 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
                           device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster,
                           lang=lang, dashboard_lang=dashboard_lang, accept_isolation=accept_isolation,
+                          isolation=isolation,
                           cluster_tls=tls or None, insecure_cluster=insecure_cluster,
                           folders_are_submissions=folders_are_submissions, newest=newest,
-                          similarity=not no_similarity, canvas_column=canvas_column)
+                          similarity=not no_similarity, canvas_column=canvas_column,
+                          cache_dir=cache_folder(cache_dir, no_cache))
         progress = Progress(verbose=verbose)
         try:
             result = run_batch(cfg, progress.on_event)
@@ -181,7 +189,7 @@ def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, ve
       grader report reports/masked-attention --lang zh-CN     # the same results, in Chinese
     """
     from grader.batch.output_lock import OutputLock, prepare_output
-    from grader.report import rerender
+    from grader.report.rerender import rerender
 
     if (results_dir / "results").is_dir():
         results_dir = results_dir / "results"

@@ -4,7 +4,9 @@
 here and in the sandbox's zygote. So the assignment folder is found from spec.toml files alone
 (torch-free), the sandbox is started on a background thread at once, and only then does this
 process load the cases (which imports torch): on two cores both imports run side by side. Keep
-this module's top-level imports light: ``grader.cli.app`` imports it for every command.
+this module's top-level imports light: ``grader.cli.app`` imports it for every command, and what
+is imported before ``prestart_sandbox`` delays the zygote (so the assignment, grading and report
+modules are imported inside the commands).
 """
 
 from __future__ import annotations
@@ -13,17 +15,20 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from grader.errors import GraderError, OutputNotWritable
-from grader.cli.common import ExitCode, lang_option, operator_errors, prestart_sandbox, student_errors
+from grader.cli.common import (ExitCode, cache_folder, cache_options, isolation_option, lang_option,
+                               operator_errors, prestart_sandbox,
+                               student_errors)
 from grader.i18n import LANGUAGES, tr
 from grader.report.outdir import writable_dir
-from grader.assignment.kit import locate_assignment
-from grader.grading.single import Graded, all_passed, grade_one
-from grader.report.selfcheck_text import check_lines
-from grader.report.text import fmt_points
+from grader.timings import mark
+
+if TYPE_CHECKING:
+    from grader.grading.single import Graded
 
 def _readable_submission(path: Path) -> Path:
     if not path.exists():
@@ -72,10 +77,12 @@ def _exit_now(code: int) -> None:
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
               help="Where the reference and your code run.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, your code's tracebacks for errors, and up to 40 lines of what it printed (5 without -v).")
+@cache_options
 @lang_option
+@isolation_option
 @student_errors
 def check(submission: Path, assignment: str | None, out_dir: Path, device: str, verbose: bool,
-          lang: str | None) -> None:
+          cache_dir: Path | None, no_cache: bool, lang: str | None, isolation: str | None) -> None:
     """Check your work on the public cases before you submit.
 
     Runs SUBMISSION (a .py file, a notebook, a folder or a .zip) in a sandboxed process
@@ -98,11 +105,21 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
     """
     # Warm the meta device in the zygote now, beside this process's imports: the public cases try
     # device placement on meta tensors, which would otherwise cost each worker its first meta op.
-    prestart_sandbox(device, warm_meta=True)
+    prestart_sandbox(device, warm_meta=True, isolation=isolation)
+    from grader.assignment.kit import locate_assignment
+    from grader.cli.case_progress import CaseProgress
+    from grader.grading.single import all_passed, grade_one
+    from grader.report.check_text import check_lines
+
     _readable_submission(submission)
     writable_dir(out_dir)
     folder = locate_assignment(assignment, submission)
-    g = grade_one(folder, submission, public_only=True, device=device, close_in_background=True, lang=lang)
+    progress = CaseProgress()
+    try:
+        g = grade_one(folder, submission, public_only=True, device=device, close_in_background=True, lang=lang,
+                      cache_dir=cache_folder(cache_dir, no_cache), isolation=isolation, on_step=progress.step)
+    finally:
+        progress.close()
     try:
         for line in check_lines(g, verbose=verbose):
             click.echo(line)
@@ -114,6 +131,7 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
             raise OutputNotWritable(tr("cannot write the report into {path}: {reason}", path=str(out_dir),
                                        reason=str(e.strerror or e))) from e
         click.echo(tr("Report: {path}", path=str(path)).render(g.report.lang))
+        mark("report.written")
     finally:
         g.finish()
     _exit_now(ExitCode.OK if all_passed(g.report) else ExitCode.FAILED)
@@ -133,7 +151,7 @@ def _report_name(student_id: str, submission: Path) -> str:
 def ci_lines(g: Graded, *, min_score: float, file: str | None) -> tuple[list[str], bool]:
     """(lines to print, passed?) for ``grader ci``: annotations, then a fenced human summary."""
     from grader.report.annotations import failure_annotations, fenced, neutralise
-    from grader.report.text import one_line
+    from grader.report.text import fmt_points, one_line
     from grader.results import Outcome
 
     r = g.report
@@ -185,10 +203,13 @@ def _repo_path(path: Path) -> str:
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
               help="Where the reference and your code run.")
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks for errors.")
+@cache_options
 @lang_option
+@isolation_option
 @student_errors
 def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, summary_path: Path | None,
-       device: str, verbose: bool, lang: str | None) -> None:
+       device: str, verbose: bool, cache_dir: Path | None, no_cache: bool, lang: str | None,
+       isolation: str | None) -> None:
     """Grade a pull request: public and hidden cases, JUnit XML, job summary, annotations.
 
     Prints one GitHub error annotation per failing case (hidden cases by title and concept
@@ -205,21 +226,24 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
     \b
     Exit status: 0 score >= --min-score, 1 below it, 2 usage error.
     """
-    prestart_sandbox(device, warm_meta=True)  # hidden cases run on the meta device (see `check`)
+    prestart_sandbox(device, warm_meta=True, isolation=isolation)  # hidden cases run on the meta device (see `check`)
     _readable_submission(submission)
     _writable_file(junit_path)
     if summary_path is None and os.environ.get("GITHUB_STEP_SUMMARY"):
         summary_path = Path(os.environ["GITHUB_STEP_SUMMARY"])
     if summary_path is not None:
         _writable_file(summary_path)
+    from grader.assignment.kit import kit_info, locate_assignment
+    from grader.grading.single import grade_one
+
     folder = locate_assignment(assignment, None, kits=False)
-    from grader.assignment.kit import kit_info
 
     if kit_info(folder) is not None:
         raise GraderError(f"{folder} is a student kit (public cases only); grader ci needs the full "
                           "assignment from an instructor-controlled source")
     g = grade_one(folder, submission, public_only=False, device=device, lang=lang,
-                  link_root=_checkout_root(submission))
+                  link_root=_checkout_root(submission), cache_dir=cache_folder(cache_dir, no_cache),
+                  isolation=isolation)
     from grader.report import markdown_summary, write_junit
 
     lines, passed = ci_lines(g, min_score=min_score, file=_repo_path(submission))

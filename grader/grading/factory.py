@@ -5,7 +5,7 @@ pytest plugin / the notebook self-check (through `grader.grading.single`), ``gra
 local slots, each Dask worker, ``grader validate`` and the benchmarks. So every one of them
 passes the same checks before it grades anyone:
 
-1. the environment self-test (`grader.sandbox.selftest`), run by the Sandbox itself: a real
+1. the environment self-test (`grader.sandbox.host.selftest`), run by the Sandbox itself: a real
    worker in the real jail does what correct code needs, and tries to exceed each limit the
    isolation level claims; a level that claims more than it proves stops here
    (``accept_isolation``: the one weaker level an instructor accepts explicitly);
@@ -14,16 +14,24 @@ passes the same checks before it grades anyone:
 
 Starting early is one mechanism in two steps: `prestart_zygote` (standard library only: the
 zygote imports torch beside this process's own imports) and `EarlySandbox` (the rest of the
-Sandbox's start on a thread, adopting that zygote, while the reference setups are computed).
+Sandbox's start on a thread, adopting that zygote, while the reference setups are computed, or
+read from the on-disk cache of `grader.grading.setup_cache`).
+
+Each step marks its phase for the start-up breakdown (`grader.timings`: only under GRADER_TIMINGS).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 from collections.abc import Collection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Iterator
+
+from grader.timings import mark
 
 if TYPE_CHECKING:
     import torch
@@ -36,23 +44,54 @@ if TYPE_CHECKING:
     from grader.sandbox import Limits, Sandbox
 
 
-def prestart_zygote(device: str, *, warm_meta: bool = False) -> Callable[[], None]:
-    """Start the zygote now, before this process imports torch (the Sandbox built later adopts it);
-    returns what stops it when no Sandbox adopted it (a command that ended on a usage error)."""
-    from grader.sandbox.prestart import discard, prestart
+ISOLATIONS = ("auto", "portable")
+"""What ``--isolation`` and ``GRADER_ISOLATION`` choose from: the strongest level this machine has
+(Linux), or the portable worker (a spawned interpreter over pipes: what Windows and macOS use)."""
 
+
+def isolation_choice(isolation: str | None = None) -> str:
+    """The isolation asked for (`isolation`, else ``GRADER_ISOLATION``, else "auto"), as it will
+    run here: "auto" is "portable" off Linux, where the jailed worker cannot start."""
+    from grader.errors import GraderError
+
+    chosen = isolation or os.environ.get("GRADER_ISOLATION") or "auto"
+    if chosen not in ISOLATIONS:
+        raise GraderError(f"unknown isolation {chosen!r} (GRADER_ISOLATION or --isolation); "
+                          f"known: {', '.join(ISOLATIONS)}")
+    if chosen == "auto" and not sys.platform.startswith("linux"):
+        return "portable"
+    return chosen
+
+
+def prestart_zygote(device: str, *, warm_meta: bool = False, isolation: str | None = None) -> Callable[[], None]:
+    """Start the zygote now, before this process imports torch (the Sandbox built later adopts it);
+    returns what stops it when no Sandbox adopted it (a command that ended on a usage error).
+    The portable worker has no zygote: nothing starts."""
+    if isolation_choice(isolation) == "portable":
+        return lambda: None
+    from grader.sandbox.host.zygote import discard, prestart
+
+    mark("zygote.spawn")
     p = prestart(device, warm_meta=warm_meta)
     return lambda: discard(p)
 
 
 def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygote: bool = True,
-                accept_isolation: str | None = None) -> Sandbox:
+                accept_isolation: str | None = None, isolation: str | None = None) -> Sandbox:
     """A Sandbox whose environment self-test (limits included) has passed (`EnvironmentBroken`,
-    a `SandboxError`, where it did not)."""
-    from grader.sandbox import Sandbox
+    a `SandboxError`, where it did not). `isolation`: see `isolation_choice`."""
+    mark("sandbox.start")
+    if isolation_choice(isolation) == "portable":
+        from grader.sandbox.host.portable import PortableSandbox
 
-    return Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
-                   accept_isolation=accept_isolation)
+        sandbox: Any = PortableSandbox(limits, device=device, warm_meta=warm_meta, accept_isolation=accept_isolation)
+    else:
+        from grader.sandbox import Sandbox
+
+        sandbox = Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
+                          accept_isolation=accept_isolation)
+    mark("sandbox.ready", isolation=sandbox.isolation)
+    return sandbox
 
 
 def engine_for(assignment: Assignment, sandbox: GradingSandbox, *, device: torch.device | str = "cpu",
@@ -67,18 +106,24 @@ def engine_for(assignment: Assignment, sandbox: GradingSandbox, *, device: torch
 
 
 def reference_setups(assignment: Assignment, device: torch.device | str, *, public_only: bool,
-                     only: Collection[str] | None = None) -> dict[str, Setup] | None:
+                     only: Collection[str] | None = None, cache_dir: Path | None = None) -> dict[str, Setup] | None:
     """Every case's inputs and reference results, before any sandbox exists (None for a student
-    kit: the engine reads the results stored at release)."""
+    kit: the engine reads the results stored at release). `cache_dir`: where they are kept between
+    runs (`grader.grading.setup_cache`; None: computed here, every time)."""
     import torch
 
+    from grader.grading.setup_cache import cached, open_cache
     from grader.grading.setups import compute_setup
 
     if assignment.stored is not None:
         return None
     dev = torch.device(device)
-    return {i.id: compute_setup(assignment, i, dev) for i in assignment.instances(public_only=public_only)
-            if only is None or i.id in only}
+    wanted = {i.id: i for i in assignment.instances(public_only=public_only) if only is None or i.id in only}
+    mark("setups.start")
+    setups, how = cached(open_cache(cache_dir), assignment, dev, list(wanted),
+                         lambda ids: {i: compute_setup(assignment, wanted[i], dev) for i in ids})
+    mark("setups.end", cache=how)
+    return setups
 
 
 def prove_reference(engine: Engine) -> None:
@@ -89,7 +134,9 @@ def prove_reference(engine: Engine) -> None:
     from grader.errors import GraderError
     from grader.results import Outcome
 
+    mark("reference.start")
     results = reference_results(engine)
+    mark("reference.end")
     if results is None:
         return
     failed = [r for r in results if r.outcome is not Outcome.PASSED]
@@ -128,10 +175,12 @@ def reference_results(engine: Engine) -> list[CaseResult] | None:
 
 
 def batch_engines(assignment: Assignment, sandbox: GradingSandbox, device: torch.device, n: int, *,
-                  lang: str | None = None) -> list[Engine]:
-    """`n` engines on `sandbox` sharing one computation of the reference setups, after the
-    reference has scored 100 % in this jail (`prove_reference`)."""
-    found = [engine_for(assignment, sandbox, device=device, lang=lang) for _ in range(n)]
+                  lang: str | None = None, setups: dict[str, Setup] | None = None) -> list[Engine]:
+    """`n` engines on `sandbox` sharing one computation of the reference setups (`setups`: those
+    computed or read already, `reference_setups`), after the reference has scored 100 % in this
+    jail (`prove_reference`)."""
+    found = [engine_for(assignment, sandbox, device=device, lang=lang, setups=setups if i == 0 else None)
+             for i in range(n)]
     found[0].prepare()
     prove_reference(found[0])
     for e in found[1:]:
@@ -142,14 +191,14 @@ def batch_engines(assignment: Assignment, sandbox: GradingSandbox, device: torch
 @contextlib.contextmanager
 def grading(assignment: Assignment, *, device: str = "auto", public_only: bool = False,
             lang: str | None = None, use_zygote: bool = True, prove: bool = False,
-            accept_isolation: str | None = None) -> Iterator[Engine]:
+            accept_isolation: str | None = None, isolation: str | None = None) -> Iterator[Engine]:
     """A proven sandbox and an engine on it (setups computed; with `prove`, the reference at 100 %)."""
     from grader.device import resolve_device
     from grader.grading.engine import limits_for
 
     dev = resolve_device(device)
     with sandbox_for(limits_for(assignment), str(dev), use_zygote=use_zygote,
-                     accept_isolation=accept_isolation) as sandbox:
+                     accept_isolation=accept_isolation, isolation=isolation) as sandbox:
         engine = engine_for(assignment, sandbox, device=dev, public_only=public_only, lang=lang)
         engine.prepare()
         if prove:
@@ -161,23 +210,31 @@ class EarlySandbox:
     """A Sandbox (and its zygote, which imports torch) started on a thread, right away; `get()`
     returns it once its self-test has passed (or raises what stopped it)."""
 
-    def __init__(self, limits: dict[str, Any], device: str, *, warm_meta: bool = False):
-        """`limits`: the spec's [limits] table (bad keys are reported once the assignment loads)."""
+    def __init__(self, limits: dict[str, Any] | Limits, device: str, *, warm_meta: bool = False,
+                 accept_isolation: str | None = None, isolation: str | None = None):
+        """`limits`: the `Limits`, or the spec's [limits] table (bad keys are reported once the
+        assignment loads); `isolation`: see `isolation_choice`."""
         self.box: list[Any] = []
         self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta), daemon=True,
-                                        name="grader-sandbox-start")
+        self._isolation = isolation
+        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta, accept_isolation),
+                                        daemon=True, name="grader-sandbox-start")
         self._thread.start()
 
-    def _run(self, limits: dict[str, Any], device: str, warm_meta: bool) -> None:
+    def _run(self, limits: dict[str, Any] | Limits, device: str, warm_meta: bool,
+             accept_isolation: str | None) -> None:
         try:
             from grader.sandbox import Limits
 
-            try:
-                lim = Limits(**limits)
-            except TypeError:
-                lim = Limits()  # the caller reports the bad key once the assignment is loaded
-            self.box.append(sandbox_for(lim, device, warm_meta=warm_meta))
+            if isinstance(limits, Limits):
+                lim = limits
+            else:
+                try:
+                    lim = Limits(**limits)
+                except TypeError:
+                    lim = Limits()  # the caller reports the bad key once the assignment is loaded
+            self.box.append(sandbox_for(lim, device, warm_meta=warm_meta, accept_isolation=accept_isolation,
+                                        isolation=self._isolation))
         except BaseException as e:  # re-raised on the calling thread by get()
             self.error = e
 

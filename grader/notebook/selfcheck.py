@@ -141,10 +141,10 @@ def _language(folder: Path | None) -> str:
         kits = list(find_kit(Path.cwd()).values())
         folder = kits[0] if len(kits) == 1 else None
     try:
-        wanted = read_spec(folder).get("lang") if folder is not None else None
+        wanted = read_spec(folder).lang if folder is not None else None
     except Exception:  # noqa: BLE001 - a broken spec is reported by the check itself
         wanted = None
-    return choose(None, wanted if isinstance(wanted, str) else None)
+    return choose(None, wanted)
 
 
 def _grade(folder: Path, nb: Path, device: str, only: list[str] | None) -> Any:
@@ -240,7 +240,7 @@ class CheckResult:
         return [c.id for c in self.report.cases if c.outcome.value != "passed"]
 
     def inline_view(self) -> Any:
-        from grader.report.selfcheck_text import hidden_sentence
+        from grader.report.check_text import hidden_sentence
         from grader.report.inline import InlineView
         from grader.report.text import fmt_points
 
@@ -283,7 +283,7 @@ class CheckResult:
 
     def __repr__(self) -> str:
         """The console's text: what the inline view says, in the report's language."""
-        from grader.report.selfcheck_text import case_lines, load_lines
+        from grader.report.check_text import case_lines, load_lines
 
         n, r = self.inline_view(), self.report
         lines = [n.title, n.graded_file]

@@ -23,9 +23,9 @@ SCOPE = ".grader-check"
 
 _INLINE_CSS = """
 .grader-check { max-width: 1100px; margin: 0; padding: 6px 2px 4px; }
-.grader-check h2 { font-size: 1.08rem; margin: 16px 0 6px; }
+.grader-check h2 { font-size: 1.08em; margin: 16px 0 6px; }
 .grader-check .sc-head { display: flex; justify-content: space-between; gap: 16px; flex-wrap: wrap; }
-.grader-check .score.selfcheck .lead { max-width: none; font-size: 1.05rem; }
+.grader-check .score.selfcheck .lead { max-width: none; font-size: 1.05em; }
 .grader-check .score.selfcheck .pts { display: block; }
 .grader-check .banner.stale { background: var(--warn-bg); border: 2px solid #f59e0b; color: var(--warn); }
 .grader-check ul.passed-list { list-style: none; padding: 0; margin: 4px 0; display: flex; flex-wrap: wrap; gap: 2px 16px; }
@@ -92,7 +92,9 @@ def scope_css(css: str) -> str:
 def stylesheet() -> Markup:
     env = environment()
     sources = [env.loader.get_source(env, name)[0] for name in ("common.css", "report.css")]  # type: ignore[union-attr]
-    css = "".join(scope_css(s) for s in sources) + _INLINE_CSS
+    # rem would follow the notebook page's root size (classic Notebook's Bootstrap sets 10px): em
+    # follows the output's own 15px.
+    css = re.sub(r"(\d)rem\b", r"\1em", "".join(scope_css(s) for s in sources)) + _INLINE_CSS
     if "</" in css:
         raise ValueError("the inline stylesheet must not contain '</'")
     return Markup(css)

@@ -1,8 +1,17 @@
-"""Errors raised by `Worker` methods; all are `SandboxError`s."""
+"""Errors raised by `Worker` methods (all are `SandboxError`s), and why a worker died, in words.
+
+The second half is pure: from what the supervisor reported (its status line), the cgroup's OOM
+count and the `Limits`, to a `WorkerCrashed` / message. The same death always gives the same message.
+"""
 
 from __future__ import annotations
 
+import enum
+import errno
+import signal
+
 from grader.i18n import Msg, tr
+from grader.sandbox.limits import GiB, Limits
 
 
 class SandboxError(Exception):
@@ -35,15 +44,28 @@ class WorkerTimeout(SandboxError):
         self.seconds = seconds
 
 
-class WorkerCrashed(SandboxError):
-    """The worker died or was stopped: kind is "memory", "signal", "exit", "output" or "disk"."""
+class CrashKind(str, enum.Enum):
+    """How a worker died (`WorkerCrashed.kind`)."""
 
-    def __init__(self, kind: str, message: Msg | str):
+    MEMORY = "memory"
+    """Over its memory limit (the cgroup's OOM kill, or the RSS poll)."""
+    SIGNAL = "signal"
+    """Killed by a signal (its CPU time limit among them)."""
+    EXIT = "exit"
+    """Its process exited or stopped while a request was outstanding."""
+    OUTPUT = "output"
+    """Printed past the output limit."""
+    DISK = "disk"
+    """Wrote more than its scratch space may hold."""
+
+
+class WorkerCrashed(SandboxError):
+    """The worker died or was stopped; `kind` says how, `text` what the student reads."""
+
+    def __init__(self, kind: CrashKind, message: Msg):
         super().__init__(str(message))
         self.kind = kind
-        self.message = str(message)
         self.text = message
-        """``message`` as given: translatable when it is a `Msg`."""
 
 
 class WireError(SandboxError):
@@ -54,10 +76,51 @@ class WireError(SandboxError):
         self.message = message
 
 
-class OffPlan(BaseException):
-    """A request that is not the next frame sent ahead (``Worker.send_ahead``). Not a SandboxError
-    and not even an Exception, so that no case's ``except Exception`` can swallow it: the engine
-    catches it, starts a fresh worker and runs the case again the straight way."""
+# --- why a worker died, in words for the student ---------------------------------------------
 
-    def __init__(self, phase: str):
-        super().__init__(f"off the call plan while {phase}")
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+"""A student error with one of these errnos means the worker hit its disk limits."""
+
+
+def crash(status: dict, *, oom_killed: bool, limits: Limits, phase: Msg | str) -> WorkerCrashed:
+    """The channel closed while `phase`: how the worker died, from the supervisor's exit report
+    (``{"signal": n}``, ``{"exit": n}`` or nothing) and whether its memory cgroup killed it."""
+    st = status
+    if oom_killed:
+        err = WorkerCrashed(CrashKind.MEMORY, memory_message(limits, phase))
+    elif "signal" in st:
+        sig = st["signal"]
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        if sig == signal.SIGXCPU:
+            err = WorkerCrashed(CrashKind.SIGNAL, tr("the worker used up its CPU time while {phase}", phase=phase))
+        else:
+            err = WorkerCrashed(CrashKind.SIGNAL, tr("the worker was killed by {signal} while {phase}", signal=name,
+                                             phase=phase))
+    elif "exit" in st:
+        err = WorkerCrashed(CrashKind.EXIT, tr("the submission's process exited (exit code {code}) while {phase}; code "
+                                       "that calls os._exit() or exit() stops its own grading",
+                                       code=st["exit"], phase=phase))
+    else:
+        err = WorkerCrashed(CrashKind.EXIT, tr("the worker stopped while {phase}", phase=phase))
+    return err
+
+
+def disk_message(limits: Limits) -> Msg:
+    return tr("your code wrote more than its files may hold ({total} MiB and {files} files in all, {one} MiB in "
+              "one file), so it was stopped", total=limits.scratch_bytes >> 20, files=limits.scratch_files,
+              one=limits.max_file_bytes >> 20)
+
+
+def memory_message(limits: Limits, phase: Msg | str) -> Msg:
+    return tr("the worker went over its memory limit of {gib} GiB while {phase}",
+              gib=format(limits.memory_bytes / GiB, ".2g"), phase=phase)
+
+
+def load_failure_message(e: SandboxError) -> Msg:
+    if isinstance(e, WorkerTimeout):
+        return tr("Loading the submission took longer than {seconds} s. Move long-running code (training loops, "
+                  "demos) out of the top level or behind `if __name__ == \"__main__\":`.", seconds=format(e.seconds, "g"))
+    return tr("The submission could not be loaded: {detail}", detail=getattr(e, "text", None) or str(e))

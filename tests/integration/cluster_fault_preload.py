@@ -6,7 +6,7 @@ the worker must refuse to grade anyone.
 
 import torch
 
-from grader.sandbox.handle import Worker
+from grader.sandbox.host.worker import Worker
 
 
 def _shift(value):

@@ -8,7 +8,7 @@ import pytest
 from procs import process_table
 
 from grader.sandbox import Limits, Sandbox
-from grader.sandbox.sandbox import open_sandboxes
+from grader.sandbox.host.sandbox import open_sandboxes
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.sandbox import Limits, Sandbox
-from grader.sandbox.paths import BASIC_DEVICES
+from grader.sandbox.jail.paths import BASIC_DEVICES
 from grader.submission.load import load_submission
 
 HOSTILE = Path(__file__).parent.parent / "data" / "hostile"

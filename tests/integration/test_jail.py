@@ -1,6 +1,6 @@
 """The jail against every known way out of it, on every level
 this machine offers: the strongest (zygote, direct workers), the supervised fallback (a fresh
-``python -m grader.sandbox.supervisor``) and the "process" level.
+``python -m grader.sandbox.child.supervisor``) and the "process" level.
 
 tests/data/hostile/jailbreak.py tries each way out and returns what it got; every test below
 states what must hold at the level in use, so the gaps of a weaker level stay visible (skipped
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from grader.submission.load import load_submission
-from grader.sandbox import EnvironmentBroken, Limits, Sandbox, WireError, WorkerCrashed
+from grader.sandbox import CrashKind, EnvironmentBroken, Limits, Sandbox, WireError, WorkerCrashed
 
 HOSTILE = Path(__file__).parent.parent / "data" / "hostile"
 LIMITS = Limits(import_timeout_s=10, call_timeout_s=10, submission_timeout_s=60, memory_bytes=1 << 30,
@@ -35,7 +35,7 @@ SECRET = f"grader-test-secret-{os.getpid()}"
 
 
 def _add_session_key(description: str, payload: bytes) -> int:
-    from grader.sandbox import seccomp
+    from grader.sandbox.jail import seccomp
 
     return _libc.syscall(seccomp.syscall_number("add_key"), b"user", description.encode(), payload,
                          len(payload), KEY_SPEC_SESSION_KEYRING)
@@ -45,7 +45,7 @@ def _add_session_key(description: str, payload: bytes) -> int:
 def sb(request):
     """A key in this process's session keyring first (what a login's tokens would be), then the
     sandbox: its zygote and workers start with that keyring."""
-    from grader.sandbox import seccomp
+    from grader.sandbox.jail import seccomp
 
     key = _add_session_key(SECRET, b"kerberos-ticket") if seccomp.library() else -1
     kwargs = {"zygote": {}, "supervised": {"use_zygote": False},
@@ -181,7 +181,7 @@ def test_disk_is_a_small_tmpfs_and_filling_it_is_a_clear_crash(sb):
     with jailbreak(sb) as w:
         with pytest.raises(WorkerCrashed, match=r"wrote more than .*64 MiB") as info:
             w.call("fill_disk", 200)
-        assert info.value.kind == "disk"
+        assert info.value.kind is CrashKind.DISK
     with jailbreak(sb) as w:
         with pytest.raises(WorkerCrashed, match="4096 files") as info:
             w.call("many_files", 20_000)
@@ -256,6 +256,6 @@ def test_a_jail_that_would_fail_correct_code_refuses_to_start(sb, monkeypatch):
 
 
 def test_isolation_names_seccomp_where_it_applies(sb):
-    from grader.sandbox import seccomp
+    from grader.sandbox.jail import seccomp
 
     assert ("seccomp" in sb.isolation) == bool(seccomp.library())

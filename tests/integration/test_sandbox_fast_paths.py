@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from grader.submission.load import load_submission
-from grader.sandbox import Limits, Sandbox, SandboxError, prestart
+from grader.sandbox import Limits, Sandbox, SandboxError
+from grader.sandbox.host import zygote
 from procs import process_table, processes_mentioning
 
 LIMITS = Limits(import_timeout_s=10, call_timeout_s=10, submission_timeout_s=60, memory_bytes=512 << 20,
@@ -65,17 +66,17 @@ def _alive(pid: int) -> bool:
 
 
 def test_early_module_does_not_import_torch():
-    code = "import sys, grader.sandbox.prestart, grader.sandbox; assert 'torch' not in sys.modules, 'torch'"
+    code = "import sys, grader.sandbox.host.zygote, grader.sandbox; assert 'torch' not in sys.modules, 'torch'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_prestarted_zygote_is_adopted_and_stopped(sub):
-    pre = prestart.prestart("cpu")
+    pre = zygote.prestart("cpu")
     assert pre is not None and _alive(pre.zygote.pid)
     sb = Sandbox(LIMITS, warm_meta=False)
     try:
         assert sb.zygote_pid == pre.zygote.pid and sb.root == pre.root
-        assert prestart.take("cpu") is None  # adopted once
+        assert zygote.take("cpu") is None  # adopted once
         with sb.open(sub) as w:
             assert torch.equal(w.call("double", torch.ones(2)), torch.full((2,), 2.0))
             assert w.call("which") == "attention.py"
@@ -85,7 +86,7 @@ def test_prestarted_zygote_is_adopted_and_stopped(sub):
 
 
 def test_explicit_prestart_cannot_be_adopted_twice():
-    pre = prestart.prestart("cpu")
+    pre = zygote.prestart("cpu")
     with Sandbox(LIMITS, warm_meta=False, prestarted=pre) as sb:
         assert sb.zygote_pid == pre.zygote.pid
         with pytest.raises(ValueError):
@@ -93,7 +94,7 @@ def test_explicit_prestart_cannot_be_adopted_twice():
 
 
 def test_a_prestart_nobody_adopts_is_stopped_at_exit(tmp_path):
-    code = ("from grader.sandbox.prestart import prestart\n"
+    code = ("from grader.sandbox.host.zygote import prestart\n"
             "p = prestart('cpu'); print(p.zygote.pid, p.root, flush=True)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     pid, root = out.stdout.split()
@@ -204,19 +205,19 @@ def test_direct_worker_is_pid_1_forked_by_the_zygote_and_takes_its_tree_with_it(
 
 
 def test_a_worker_started_early_boots_and_loads_while_the_caller_waits(sub, tmp_path):
-    """Sandbox.start: forked at once with its load (and describe) requests sent ahead; open() later
+    """Sandbox.start: forked at once with its load request written before it greets; open() later
     finds it loaded. Its start-up deadline runs from open(), not from start()."""
     noisy = tmp_path / "noisy.py"
     noisy.write_text("import torch\nprint('loaded')\ndef double(x):\n    return x * 2\n")
     with Sandbox(LIMITS) as sb:
         sb.limits = Limits(**{**LIMITS.__dict__, "start_timeout_s": 1.0})  # the zygote is up: workers only
-        w = sb.start(load_submission(noisy), describe=["double", "absent"])
+        w = sb.start(load_submission(noisy))
         time.sleep(1.5)  # longer than the start-up limit: the worker has been idle, not late
         assert "loaded" in w.output()[0]  # it ran the submission before anyone waited for it
         w = sb.open(load_submission(noisy), started=w)
-        assert w.load.ok and w.queued == 1
+        assert w.load.ok
         infos = w.describe_all(["double", "absent"])
-        assert infos["double"].kind == "function" and infos["absent"].kind == "missing" and w.queued == 0
+        assert infos["double"].kind == "function" and infos["absent"].kind == "missing"
         assert torch.equal(w.call("double", torch.ones(2)), torch.full((2,), 2.0))
         other = sb.start(sub)  # never opened: closed with the sandbox, like any worker
         w.close()
@@ -241,12 +242,7 @@ def test_a_worker_writing_its_own_frames_is_cut_off(tmp_path):
             w.call("forge")
         assert not w.alive and w.buffered_reply_bytes == 0
         w.close()
-        w = sb.open(load_submission(forger))
-        w.record = []
-        w.call("echo", 5)
-        frames = w.record
-        w.close()
-        w = sb.open(load_submission(forger))
-        w.send_ahead([frames[0]] * 3)  # three echo requests queued: the replies are read one at a time
-        assert [w.call("echo", 5) for _ in range(3)] == [5, 5, 5] and w.queued == 0
+        w = sb.start(load_submission(forger))  # the load request written before the hello
+        w = sb.open(load_submission(forger), started=w)
+        assert w.load.ok and [w.call("echo", 5) for _ in range(3)] == [5, 5, 5]  # one reply for each
         w.close()

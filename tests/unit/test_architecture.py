@@ -49,7 +49,7 @@ def private_reaches(path: Path) -> list[str]:
 def test_the_scan_finds_what_it_looks_for(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from grader.batch.run import _hidden\nfrom grader import untrusted\nuntrusted._escape('x')\n"
-                   "import grader.sandbox.jail as j\nj._private()\nself_ok = object()._fine\n")
+                   "import grader.sandbox.jail.enter as j\nj._private()\nself_ok = object()._fine\n")
     assert private_reaches(bad) == ["line 1: from grader.batch.run import _hidden", "line 3: untrusted._escape",
                                     "line 5: j._private"]
 

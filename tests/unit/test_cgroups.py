@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.sandbox import cgroups, selftest
+from grader.sandbox.host import selftest
+from grader.sandbox.jail import cgroups
 from grader.sandbox.limits import GiB, Limits
 
 CONTROLLER_FILES = {
@@ -188,7 +189,7 @@ def test_a_container_without_its_own_cgroup_namespace_uses_the_mount_it_sees(tmp
 def test_no_delegation_means_no_cgroup_and_the_result_says_so_in_plain_words(fs, tmp_path):
     fs.place("user.slice/session-1.scope", [ME], delegate=("cpu",))  # memory and pids not handed down
     assert cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/user.slice/session-1.scope")) is None
-    note = selftest.limits_note(frozenset({"namespaces", "rss", "rlimits"}), None, Limits())
+    note = str(selftest.limits_note(frozenset({"namespaces", "rss", "rlimits"}), None, Limits()))
     assert note.startswith("no cgroup could be written here") and "memory is polled against 2 GiB" in note
     assert "no per-worker process or CPU cap" in note
 
@@ -199,7 +200,7 @@ def test_without_the_cpu_controller_memory_and_pids_still_apply(fs, tmp_path):
     assert h is not None and h.cpu is None
     [path] = cgroups.make(h, 2, Limits())
     assert not os.path.exists(os.path.join(path, "cpu.max"))
-    note = selftest.limits_note(frozenset({"cgroup"}), h, Limits())
+    note = str(selftest.limits_note(frozenset({"cgroup"}), h, Limits()))
     assert note.startswith("cgroup v2: 2 GiB memory (swap off), 64 processes, no CPU cap")
 
 

@@ -105,7 +105,7 @@ def test_a_float32_mask_promoting_half_scores_is_not_an_overflow():
 
 
 def test_the_type_name_from_the_worker_is_taken_only_when_it_is_a_dotted_name():
-    from grader.sandbox.reports import valid_type_name
+    from grader.sandbox.host.reports import valid_type_name
 
     assert valid_type_name("torch.Tensor") == "torch.Tensor" and valid_type_name("int") == "int"
     for forged in ("\x1b[31mred", "a b", "x" * 200, None, 3, "", "<lambda>"):

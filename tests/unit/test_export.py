@@ -15,9 +15,9 @@ import pytest
 from grader.errors import GraderError
 from grader.submission.ids import name_hash
 from grader.report import (
-    gradescope_results, grades_csv, junit_xml, markdown_summary, rerender, write_all,
+    gradescope_results, grades_csv, junit_xml, markdown_summary, write_all,
 )
-from grader.report.rerender import ResultsUnreadable
+from grader.report.rerender import ResultsUnreadable, rerender
 from grader.results import Outcome, report_from_dict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results"

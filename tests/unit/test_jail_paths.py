@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from grader.cases import Setup
 from grader.grading.setups import REPLY_FLOOR, reply_cap
-from grader.sandbox.paths import allow_except
+from grader.sandbox.jail.paths import allow_except
 
 TREE = {
     "/": ["usr", "opt", "work"],

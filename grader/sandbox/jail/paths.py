@@ -3,7 +3,7 @@
 What a worker may read: the interpreter, its libraries and system files (``read_allowlist``,
 ``library_path``); never the grader's own files: its package, the reference, the assignments and
 the checkout it runs from (``grader_paths``). ``worker_paths`` gives both lists; the worker
-applies them to itself (``grader.sandbox.jail``: mounts and Landlock). Of /dev, a worker gets only
+applies them to itself (``grader.sandbox.jail.enter``: mounts and Landlock). Of /dev, a worker gets only
 the device nodes ``worker_devices`` names. Reads this process's state
 (sys.path, mapped libraries); changes nothing.
 """
@@ -14,8 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from grader.sandbox.jail import NOBODY, below
-
+from grader.sandbox.jail.enter import NOBODY, below
 
 BASIC_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 """The device nodes every worker gets: no terminal (the host's /dev/ptmx and /dev/pts are shared

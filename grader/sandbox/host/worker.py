@@ -12,36 +12,36 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from grader import untrusted
-from grader.i18n import Msg, tr
-from grader.sandbox.channel import Channel
-from grader.sandbox.diagnosis import (
+from grader.i18n import Msg, tr, verbatim
+from grader.sandbox.errors import (
     DISK_ERRNOS,
+    SandboxError,
+    StudentError,
+    CrashKind,
+    WireError,
+    WorkerCrashed,
+    WorkerTimeout,
     crash,
     disk_message,
     load_failure_message,
 )
-from grader.sandbox.errors import (
-    SandboxError,
-    StudentError,
-    WireError,
-    WorkerCrashed,
-    WorkerTimeout,
-)
-from grader.sandbox.limits import Limits
-from grader.sandbox.process import WorkerProcess
-from grader.sandbox.reports import (
+from grader.sandbox.host.channel import Channel
+from grader.sandbox.host.reports import (
     LoadReport,
     NameInfo,
     as_text,
     load_report,
     valid_type_name,
 )
-from grader.sandbox.requests import describe_msg, load_msg, request_frame
-from grader.sandbox.wire import PREFIX, Handle, decode_frame
+from grader.sandbox.limits import Limits
+from grader.sandbox.wire import PREFIX, Handle, decode_frame, encode_frame
+
+if TYPE_CHECKING:  # its module needs Linux's (resource, the jail): the portable worker has its own
+    from grader.sandbox.host.process import WorkerProcess
 
 
 class Worker:
@@ -58,17 +58,22 @@ class Worker:
         self.isolation = isolation
         self._features = features
         self._hand_over = hand_over
-        self.load: LoadReport = LoadReport(ok=False, message="not loaded")
+        self.load: LoadReport = LoadReport(ok=False, message=verbatim("not loaded"))
         self._proc = process
-        self._chan = Channel(channel, out_fd, err_fd, limits, die=self._die, crashed=self._crashed,
-                             dead=lambda: self._dead is not None,
-                             tree_memory=process.tree_memory if "rss" in features else None)
+        self._chan = self._open_channel(channel, out_fd, err_fd, process,
+                                        process.tree_memory if "rss" in features else None)
         self._dead: SandboxError | None = None
         self._closed = False
         self._token = f"{os.getpid()}-{id(self)}"
         self.pid: int | None = None
-        self.record: list[bytes] | None = None
-        """When a list: every request frame sent is appended to it (to learn a call plan)."""
+        self._loading = False
+        """The load request was written early (`load_early`): `run_units` only reads its reply."""
+
+    def _open_channel(self, channel: Any, out_fd: int, err_fd: int, process: Any,
+                      tree_memory: Callable[[], int] | None) -> Any:
+        """The grader's end of the channel (a socket and two output pipes here)."""
+        return Channel(channel, out_fd, err_fd, self.limits, die=self._die, crashed=self._crashed,
+                       dead=lambda: self._dead is not None, tree_memory=tree_memory)
 
     @property
     def reply_cap(self) -> int | None:
@@ -101,7 +106,9 @@ class Worker:
             raise SandboxError(f"the worker supervisor did not start: {line}")
         self.pid = int(line["pid"])
         try:
-            hello = self._request(None, self.limits.start_timeout_s, "starting the worker")
+            self._usable()
+            hello = self._decode(self._chan.hello(self.limits.start_timeout_s, "starting the worker"),
+                                 "starting the worker")
         except SandboxError as e:
             self.close()
             raise SandboxError(f"the worker did not start ({e}); stderr: {self.output()[1][-2000:]}") from e
@@ -114,9 +121,13 @@ class Worker:
 
     def run_units(self, units: list) -> LoadReport:
         """Run the submission's code units (module body or cells); never raises for the student's faults."""
-        msg = load_msg(units)
+        phase = tr("loading the submission")
         try:
-            reply = self._request(msg, self.limits.import_timeout_s, tr("loading the submission"))
+            if self._loading:  # written early (load_early): only its reply is left to read
+                self._loading = False
+                reply = self._reply(self.limits.import_timeout_s, phase)
+            else:
+                reply = self._request(load_msg(units), self.limits.import_timeout_s, phase)
         except (WorkerTimeout, WorkerCrashed, WireError) as e:
             return LoadReport(ok=False, message=load_failure_message(e), failure=e)
         return load_report(reply, self.limits)
@@ -265,45 +276,39 @@ class Worker:
             if type(err) is not dict:
                 raise WireError("error reply without details")
             if err.get("errno") in DISK_ERRNOS:
-                self._die(WorkerCrashed("disk", disk_message(self.limits)), "disk")
+                self._die(WorkerCrashed(CrashKind.DISK, disk_message(self.limits)), "disk")
             raise StudentError(as_text(err.get("type"))[:200], as_text(err.get("message")),
                                as_text(err.get("traceback")))
         return reply
 
-    def send_ahead(self, frames: Iterable[bytes]) -> None:
-        """Queue request frames before the calls that will make them (a call plan): the worker runs
-        them in order, back to back, and their replies wait here. The next request must then be the
-        first queued frame, byte for byte, and takes its reply without a round trip; any other
-        request raises `OffPlan` before anything is sent (the worker has already run queued calls
-        that a straight run would not have made, so the caller starts a fresh worker)."""
-        if self._closed or self._dead is not None:
-            return
-        self._chan.send_ahead(frames)
+    def load_early(self, units: list) -> None:
+        """Write the request to load `units` now, before the worker has even greeted: it boots and
+        loads while the caller grades another submission (``Sandbox.start``); `run_units` later
+        reads its reply."""
+        self._chan.send(request_frame(load_msg(units)))
+        self._loading = True
 
-    @property
-    def queued(self) -> int:
-        """Frames sent ahead and not yet taken by a request."""
-        return self._chan.queued
+    def call_no_wait(self, name: str, *args: Any) -> None:
+        """Start a call and return at once; its reply is never read (the self-test's limit proof
+        watches the cgroup's counters while it runs, then retires the worker)."""
+        self._usable()
+        self._chan.send(request_frame({"op": "call", "name": name, "args": list(args), "kwargs": {}}))
 
-    def replay(self, frames: list[bytes], timeout: float) -> None:
-        """Run these requests again, in one write, and drop their replies: brings a fresh worker to
-        the state another one reached by making them."""
-        self.send_ahead(frames)
-        self._chan.drop_replies(timeout)
+    def _request(self, msg: dict, timeout: float, phase: Msg | str) -> dict:
+        """Send `msg` and return its reply: one request, one reply."""
+        self._usable()
+        self._chan.send(request_frame(msg))
+        return self._reply(timeout, phase)
 
-    def _request(self, msg: dict | None, timeout: float, phase: Msg | str) -> dict:
-        """Send `msg` (None: just wait for the hello) and return its reply."""
+    def _reply(self, timeout: float, phase: Msg | str) -> dict:
+        self._usable()
+        return self._decode(self._chan.reply(timeout, phase), phase)
+
+    def _usable(self) -> None:
         if self._closed:
             raise SandboxError("the worker is closed")
         if self._dead is not None:
             raise self._dead
-        if msg is None:  # the hello comes before the replies to anything sent ahead
-            return self._decode(self._chan.hello(timeout, phase), phase)
-        frame = request_frame(msg)
-        self._chan.take(frame, phase)
-        if self.record is not None:
-            self.record.append(frame)
-        return self._decode(self._chan.reply(timeout, phase), phase)
 
     def _decode(self, frame: bytes, phase: Msg | str) -> dict:
         hlen, _ = PREFIX.unpack_from(frame)
@@ -334,3 +339,23 @@ class Worker:
         err = crash(status, oom_killed=self._proc.oom_killed(), limits=self.limits, phase=phase)
         self._dead = err
         raise err
+
+
+# --- the requests, encoded the same way everywhere ------------------------------------------------
+
+def request_frame(msg: dict) -> bytes:
+    """A request as the grader sends it: grader values only, handles by id alone."""
+    return encode_frame(msg, on_object=_refuse, handle_types=False)
+
+
+def load_msg(units) -> dict:
+    return {"op": "load", "units": [{"label": u.label, "cell": u.cell, "source": u.source} for u in units]}
+
+
+def describe_msg(names: list[str]) -> dict:
+    return {"op": "describe_all", "names": [str(n) for n in names]}
+
+
+def _refuse(value: Any) -> Any:
+    raise SandboxError(f"cannot send a {type(value).__name__} to the worker: only tensors, numbers, "
+                       "strings, None, lists, tuples, str-keyed dicts and handles cross")

@@ -1,9 +1,9 @@
 """The isolation plan: which jail features this machine gives every worker, chosen once per Sandbox.
 
-`choose` reads the jail probe (``python -I jail.py``, run by `prestart`) and the cgroup mounts;
+`choose` reads the jail probe (``python -I jail/enter.py``, started with the zygote) and the cgroup mounts;
 the resulting `IsolationPlan` is frozen and the same for every worker the Sandbox starts.
 `worker_config` turns it, with the `Limits`, into the JSON configuration each worker applies to
-itself (``grader.sandbox.jail``). A feature is in the plan only where it will be fully applied:
+itself (``grader.sandbox.jail.enter``). A feature is in the plan only where it will be fully applied:
 the worker reports what it applied, and the grader refuses a worker that applied anything else.
 """
 
@@ -14,7 +14,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from grader.sandbox import cgroups, paths, prestart
+from grader.sandbox.host import zygote
+from grader.sandbox.host.process import dead
+from grader.sandbox.jail import cgroups, paths
 from grader.sandbox.limits import GiB, Limits
 
 LINUX = sys.platform.startswith("linux")
@@ -58,15 +60,15 @@ def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, s
     feats = {"rlimits"}
     if isolation == "process" or not LINUX:
         # No namespaces, uid, Landlock or cgroups; the system-call filter still, where Linux has it.
-        if LINUX and prestart.probe_result(probe_proc or prestart.start_probe(env, root)).get("seccomp"):
+        if LINUX and zygote.probe_result(probe_proc or zygote.start_probe(env, root)).get("seccomp"):
             feats.add("seccomp")
         elif probe_proc is not None:
             probe_proc.kill()
             probe_proc.wait()
         feats.add("rss")
         return IsolationPlan(features=frozenset(feats))
-    # jail.py runs as a script (standard library only), started with the zygote.
-    probe = prestart.probe_result(probe_proc or prestart.start_probe(env, root))
+    # jail/enter.py runs as a script (standard library only), started with the zygote.
+    probe = zygote.probe_result(probe_proc or zygote.start_probe(env, root))
     userns = False
     if probe.get("namespaces"):
         feats.add("namespaces")
@@ -87,7 +89,7 @@ def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, s
     hierarchy = cgroups.find()
     if hierarchy is not None:
         feats.add("cgroup")
-        cgroups.remove_stale(hierarchy, prestart.dead)
+        cgroups.remove_stale(hierarchy, dead)
     else:
         feats.add("rss")
     return IsolationPlan(features=frozenset(feats), hierarchy=hierarchy, hide=tuple(hide),

@@ -1,4 +1,4 @@
-"""The warm zygote: ``python -m grader.sandbox.zygote CTL_FD [--warm-meta]``.
+"""The warm zygote: ``python -m grader.sandbox.child.zygote CTL_FD [--warm-meta]``.
 
 Started by exec (never by forking the grader) with a cleared environment. It imports torch and
 this package only, stays single-threaded and never touches CUDA; the few CPU tensor ops it runs
@@ -70,7 +70,12 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
     # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
     gc.disable()
+    import time
+
+    started = time.time()
     import torch
+
+    imported = time.time()
 
     torch.set_num_threads(1)
     try:
@@ -80,16 +85,17 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     _warm_ops()
     if warm_meta:
         _warm_meta()
-    from grader.sandbox import jail, server, supervisor
+    from grader.sandbox.child import server, supervisor
+    from grader.sandbox.jail import enter
 
     try:
-        jail.seccomp.build()  # once here: each worker only loads it
+        enter.seccomp.build()  # once here: each worker only loads it
     except OSError:
         pass  # the jail probe finds the same and claims no seccomp
 
     server.queue_seed()
     if sys.platform.startswith("linux"):
-        jail.prctl(jail.PR_SET_CHILD_SUBREAPER, 1)
+        enter.prctl(enter.PR_SET_CHILD_SUBREAPER, 1)
     # Everything imported so far lives as long as the zygote and its forks: move it out of the
     # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
     # objects again (and copies their pages on write). No collection first: the imports left little
@@ -97,7 +103,9 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     gc.freeze()
     gc.enable()
     ctl = socket.socket(fileno=ctl_fd)
-    ctl.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    # When it started, had imported torch and had warmed up (wall clock): the start-up breakdown's.
+    times = {"start": started, "torch": imported, "warm": time.time()}
+    ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "times": times}).encode())
     mine: set[int] = set()
     direct: dict[int, _Direct] = {}  # workers forked straight into their own PID namespace
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY) if sys.platform.startswith("linux") else -1
@@ -130,7 +138,7 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
                 sys.stderr.flush()
                 straight = bool(req.get("direct")) and own_pid_ns >= 0 and type(req.get("cfg")) is dict
                 try:
-                    pid = jail.fork_in_new_pid_ns(own_pid_ns) if straight else os.fork()
+                    pid = enter.fork_in_new_pid_ns(own_pid_ns) if straight else os.fork()
                 except OSError as e:
                     for fd in fds:
                         os.close(fd)
@@ -143,7 +151,7 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
                             d.status.close()
                         signal.set_wakeup_fd(-1)
                         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                        jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)
+                        enter.prctl(enter.PR_SET_PDEATHSIG, signal.SIGKILL)
                         if straight:
                             supervisor.direct(req["cfg"], *fds)
                         else:
@@ -202,14 +210,14 @@ class _Direct:
                 pass
 
     def exited(self, exit_status: int) -> None:
-        from grader.sandbox import supervisor
+        from grader.sandbox.child import supervisor
 
         self.send(supervisor.exit_report(exit_status, self.killing))
         self.status.close()
 
 
 def _reap(mine: set[int], direct: dict[int, _Direct]) -> None:
-    from grader.sandbox import supervisor
+    from grader.sandbox.child import supervisor
 
     try:
         while True:
@@ -229,7 +237,7 @@ def _reap(mine: set[int], direct: dict[int, _Direct]) -> None:
 
 
 def _kill_all(mine: set[int]) -> None:
-    from grader.sandbox import supervisor
+    from grader.sandbox.child import supervisor
 
     for pid in list(mine):
         supervisor.kill(pid)

@@ -1,4 +1,4 @@
-"""grader.submission.selfcheck_cells: a notebook's own self-check calls never run when it is graded."""
+"""grader.submission.neutralise: a notebook's own self-check calls never run when it is graded."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ast
 import nbformat
 
 from grader.submission.load import load_submission
-from grader.submission.selfcheck_cells import neutralise_self_checks
+from grader.submission.neutralise import neutralise_self_checks
 
 
 def test_starter_style_import_and_check_cells():
@@ -89,10 +89,10 @@ def test_thousands_of_calls_keep_every_line():
 
 
 def test_a_cell_without_grader_or_check_is_never_parsed(monkeypatch):
-    from grader.submission import selfcheck_cells
+    from grader.submission import neutralise
 
     parsed = []
-    monkeypatch.setattr(selfcheck_cells, "_parse", lambda s: parsed.append(s) or ast.parse(s))
+    monkeypatch.setattr(neutralise, "_parse", lambda s: parsed.append(s) or ast.parse(s))
     cells = ["x = 1\n" * 1000, "from grader.notebook import check as ok", "ok()", "y = 2"]
     assert neutralise_self_checks(cells) == [cells[0], "ok = None", "(None)", "y = 2"]
     assert parsed == [cells[1], cells[2]]

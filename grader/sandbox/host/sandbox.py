@@ -24,15 +24,16 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from grader.sandbox import cgroups, prestart, selftest
-from grader.sandbox import plan as plans
+from grader.i18n import Msg, tr
 from grader.sandbox.errors import SandboxError
-from grader.sandbox.handle import Worker
+from grader.sandbox.host import isolation as plans
+from grader.sandbox.host import selftest, zygote
+from grader.sandbox.host.process import Reaper, WorkerProcess
+from grader.sandbox.host.reports import LoadReport
+from grader.sandbox.host.worker import Worker
+from grader.sandbox.jail import cgroups
 from grader.sandbox.limits import Limits
-from grader.sandbox.process import WorkerProcess
-from grader.sandbox.reaper import Reaper
-from grader.sandbox.reports import LoadReport
-from grader.sandbox.requests import describe_msg, load_msg, request_frame
+from grader.timings import mark
 
 LINUX = sys.platform.startswith("linux")
 
@@ -60,7 +61,7 @@ class Submission(Protocol):
     @property
     def files(self) -> dict[str, bytes]: ...
     @property
-    def error(self) -> str | None: ...
+    def error(self) -> Msg | None: ...
 
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -82,7 +83,7 @@ class Sandbox:
     """
 
     def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
-                 isolation: str = "auto", warm_meta: bool = True, prestarted: prestart.Prestart | None = None,
+                 isolation: str = "auto", warm_meta: bool = True, prestarted: zygote.Prestart | None = None,
                  self_test: bool = True, accept_isolation: str | None = None):
         """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
 
@@ -91,10 +92,10 @@ class Sandbox:
         no case that will run uses the meta device (e.g. a public-only self-check); a worker that
         touches it anyway still works, only slower.
 
-        prestarted: a zygote started earlier by ``grader.sandbox.prestart.prestart`` (by default the
+        prestarted: a zygote started earlier by ``grader.sandbox.host.zygote.prestart`` (by default the
         pending one for this device, if any, is adopted).
 
-        self_test: run the environment self-test (``grader.sandbox.selftest``) in a real worker
+        self_test: run the environment self-test (``grader.sandbox.host.selftest``) in a real worker
         before returning; raises ``EnvironmentBroken`` where this machine's jail would fail
         correct code, or where a limit the level claims did not fire.
 
@@ -112,26 +113,26 @@ class Sandbox:
         """False in a forked grading process: its close() leaves the zygote to the parent."""
         self._workers: weakref.WeakSet[Worker] = weakref.WeakSet()
         self._closed = False
-        self._zygote: prestart.Zygote | None = None
+        self._zygote: zygote.Zygote | None = None
         self._reaper: Reaper | None = None
-        zygote = use_zygote and LINUX
+        forking = use_zygote and LINUX
         pre = prestarted
-        if pre is None and zygote:
-            pre = prestart.take(device)
-        elif pre is not None and not (zygote and pre.env == prestart.child_env(device) and prestart.claim(pre)):
+        if pre is None and forking:
+            pre = zygote.take(device)
+        elif pre is not None and not (forking and pre.env == zygote.child_env(device) and zygote.claim(pre)):
             raise ValueError("this prestarted zygote cannot be used here (another device, no zygote, "
                              "or another Sandbox adopted it)")
         if pre is not None:
             self._root, self._env, probe = pre.root, pre.env, pre.probe
             self._zygote = pre.zygote
         else:
-            prestart.remove_stale()
-            self._root = prestart.make_root()
-            self._env = prestart.child_env(device)
-            probe = prestart.start_probe(self._env, self._root) if LINUX else None
-            if zygote:
+            zygote.remove_stale()
+            self._root = zygote.make_root()
+            self._env = zygote.child_env(device)
+            probe = zygote.start_probe(self._env, self._root) if LINUX else None
+            if forking:
                 try:
-                    self._zygote = prestart.Zygote(self._env, self._root, warm_meta=warm_meta)
+                    self._zygote = zygote.Zygote(self._env, self._root, warm_meta=warm_meta)
                 except BaseException:
                     if probe is not None:
                         probe.kill()
@@ -152,6 +153,7 @@ class Sandbox:
                             and not self._plan.userns and os.geteuid() == 0)
             if self._zygote is not None:
                 self._zygote.wait_ready(self.limits.start_timeout_s)
+                mark("zygote.ready", **{f"zygote_{k}": v for k, v in self._zygote.times.items()})
                 if warm_meta:
                     self._zygote.warm_meta(self.limits.start_timeout_s)
             self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation)
@@ -161,7 +163,8 @@ class Sandbox:
                                        hierarchy=self._plan.hierarchy)
                 self.isolation = selftest.proven_level(self.features, proof, accept=accept_isolation)
                 if proof.unproven:
-                    self.limits_note = f"{', '.join(proof.unproven)} limit not proven, accepted by the instructor"
+                    self.limits_note = tr("{limits} limit not proven, accepted by the instructor",
+                                          limits=", ".join(proof.unproven))
         except BaseException:
             self.close()
             raise
@@ -238,16 +241,15 @@ class Sandbox:
             w.load = w.run_units(list(sub.units))
         return w
 
-    def start(self, sub: Submission, describe: list[str] = ()) -> Worker:
-        """Fork a worker for `sub` now and send it, ahead, the request to load the submission (and
-        to describe `describe`), without waiting for any of it: it boots and loads while the caller
-        grades another submission. Hand it to ``open(sub, started=...)`` (or close it)."""
+    def start(self, sub: Submission) -> Worker:
+        """Fork a worker for `sub` now and write it the request to load the submission, without
+        waiting for either: it boots and loads while the caller grades another submission. Hand it
+        to ``open(sub, started=...)`` (or close it)."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
         w = self._spawn_for(sub, wait=False)
         if not sub.error:
-            w.send_ahead([request_frame(load_msg(sub.units))]
-                         + ([request_frame(describe_msg(describe))] if describe else []))
+            w.load_early(list(sub.units))
         return w
 
     def _spawn_for(self, sub: Submission, *, wait: bool = True) -> Worker:
@@ -279,7 +281,7 @@ class Sandbox:
                     raise SandboxError(f"the zygote could not start a worker: {reply}")
             else:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "grader.sandbox.supervisor", str(c_st.fileno()), str(c_ch.fileno())],
+                    [sys.executable, "-m", "grader.sandbox.child.supervisor", str(c_st.fileno()), str(c_ch.fileno())],
                     pass_fds=[c_st.fileno(), c_ch.fileno()], stdin=subprocess.DEVNULL, stdout=out_w,
                     stderr=err_w, env=self._env, cwd=scratch, start_new_session=True)
                 sup_pid = proc.pid

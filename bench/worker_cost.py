@@ -1,7 +1,7 @@
-"""Per-submission cost of a worker: ``python -m grader.sandbox.measure [runs]``.
+"""Per-submission cost of a worker: ``python bench/worker_cost.py [runs]``.
 
 Prints medians of: zygote fork + jail + load + one trivial call; the same with a fresh
-``python -m grader.sandbox.supervisor`` process; and a cold ``python -c "import torch"``.
+``python -m grader.sandbox.child.supervisor`` process; and a cold ``python -c "import torch"``.
 """
 
 from __future__ import annotations

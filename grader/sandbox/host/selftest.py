@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 
 from grader.sandbox.errors import EnvironmentBroken, SandboxError
+from grader.timings import mark
+from grader.i18n import Msg, tr
 
 PROBE = '''
 import importlib.util
@@ -161,6 +163,7 @@ class Proof:
 def check(sandbox, *, meta: bool, hierarchy=None) -> Proof:
     """Run the probe in a fresh worker of `sandbox` (raise `EnvironmentBroken` naming every
     problem), then try to exceed each limit its level claims there; returns what fired."""
+    mark("selftest.start")
     with sandbox.open(_Probe()) as w:
         if not w.load.ok:
             raise EnvironmentBroken(f"the self-test could not load in the sandbox ({w.load.message}; "
@@ -173,13 +176,16 @@ def check(sandbox, *, meta: bool, hierarchy=None) -> Proof:
             listed = "; ".join(str(p) for p in problems) if type(problems) is list else repr(problems)
             raise EnvironmentBroken(f"it would fail correct code on this machine, so nothing was graded "
                                     f"(isolation {sandbox.isolation}): {listed}")
-        return prove_limits(w, sandbox.features, hierarchy)
+        mark("selftest.probe")
+        proof = prove_limits(w, sandbox.features, hierarchy)
+    mark("selftest.end")
+    return proof
 
 
 def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
     """Try to exceed, in worker `w`, each limit `features` claim (cgroup: memory, pids, and cpu
     where `hierarchy` has it; rss: memory); the worker is dead afterwards."""
-    from grader.sandbox.errors import WorkerCrashed
+    from grader.sandbox.errors import CrashKind, WorkerCrashed
 
     if "cgroup" in features and hierarchy is not None:
         return _prove_cgroup(w, hierarchy)
@@ -190,8 +196,8 @@ def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
         w.call("exceed_memory", 4 * RSS_HEADROOM, 2.0)
         return Proof({"memory": False}, {"memory": "an allocation past the polled memory cap went on"})
     except WorkerCrashed as e:
-        died = {} if e.kind == "memory" else {"memory": f"the worker died otherwise ({e})"}
-        return Proof({"memory": e.kind == "memory"}, died)
+        died = {} if e.kind is CrashKind.MEMORY else {"memory": f"the worker died otherwise ({e})"}
+        return Proof({"memory": e.kind is CrashKind.MEMORY}, died)
     except SandboxError as e:
         return Proof({"memory": False}, {"memory": f"the worker failed instead ({e})"})
 
@@ -199,13 +205,11 @@ def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
 def _prove_cgroup(w, hierarchy) -> Proof:
     """One request past every cgroup limit (threads, a spin, an allocation), its effect read from
     the cgroup's own counters while it runs: no reply is awaited, nor the OOM-killed worker's exit."""
-    from grader.sandbox import cgroups
-    from grader.sandbox.requests import request_frame
+    from grader.sandbox.jail import cgroups
 
     paths = w.cgroups
     cgroups.tighten_for_proof(hierarchy, paths, memory_headroom=MEMORY_HEADROOM, pids_headroom=PIDS_HEADROOM)
-    w.send_ahead([request_frame({"op": "call", "name": "exceed_all", "kwargs": {},
-                                 "args": [10 * PIDS_HEADROOM, PROOF_SPIN_S, 4 * MEMORY_HEADROOM]})])
+    w.call_no_wait("exceed_all", 10 * PIDS_HEADROOM, PROOF_SPIN_S, 4 * MEMORY_HEADROOM)
     checks = {"pids": lambda: cgroups.refused_tasks(paths) > 0, "memory": lambda: cgroups.memory_capped(paths)}
     if hierarchy.cpu:
         checks["cpu"] = lambda: cgroups.throttled(paths) > 0
@@ -225,7 +229,7 @@ def proven_level(features: frozenset[str], proof: Proof, *, accept: str | None) 
     """The level every result records: the planned one when each limit it claims fired; else the
     weaker level that was proven, when the instructor accepts it by name (`accept`), else
     `EnvironmentBroken` (nothing is graded)."""
-    from grader.sandbox.plan import level_name
+    from grader.sandbox.host.isolation import level_name
 
     claimed = level_name(features)
     if not proof.unproven:
@@ -240,15 +244,19 @@ def proven_level(features: frozenset[str], proof: Proof, *, accept: str | None) 
                             f"weaker level, pass --accept-isolation {proven}")
 
 
-def limits_note(features: frozenset[str], hierarchy, limits, *, chosen: str = "auto") -> str:
-    """In plain words, what bounds each worker's resources here (recorded in every result)."""
+def limits_note(features: frozenset[str], hierarchy, limits, *, chosen: str = "auto") -> Msg:
+    """In plain words, what bounds each worker's resources here (recorded in every result, shown to
+    the student with ``-v`` in their language)."""
     gib = format(limits.memory_bytes / (1 << 30), ".3g")
     if "cgroup" in features and hierarchy is not None:
-        cpu = f", {format(limits.cpu_quota, 'g')} CPU" if hierarchy.cpu else ", no CPU cap (no cpu controller)"
-        return (f"cgroup v{hierarchy.version}: {gib} GiB memory (swap off), {limits.max_pids} processes{cpu} "
-                "per worker, each seen to fire at start-up")
+        if hierarchy.cpu:
+            return tr("cgroup v{version}: {gib} GiB memory (swap off), {pids} processes, {cpu} CPU per worker, each "
+                      "seen to fire at start-up", version=hierarchy.version, gib=gib, pids=limits.max_pids,
+                      cpu=format(limits.cpu_quota, "g"))
+        return tr("cgroup v{version}: {gib} GiB memory (swap off), {pids} processes, no CPU cap (no cpu controller) "
+                  "per worker, each seen to fire at start-up", version=hierarchy.version, gib=gib, pids=limits.max_pids)
     if chosen == "process":
-        return (f"the process level uses no cgroup: memory is polled against {gib} GiB, and there is no "
-                "per-worker process or CPU cap")
-    return (f"no cgroup could be written here (this needs root with cgroup v1, or a delegated cgroup v2 "
-            f"subtree): memory is polled against {gib} GiB, and there is no per-worker process or CPU cap")
+        return tr("the process level uses no cgroup: memory is polled against {gib} GiB, and there is no per-worker "
+                  "process or CPU cap", gib=gib)
+    return tr("no cgroup could be written here (this needs root with cgroup v1, or a delegated cgroup v2 subtree): "
+              "memory is polled against {gib} GiB, and there is no per-worker process or CPU cap", gib=gib)

@@ -7,8 +7,8 @@ Guarantees, whatever the worker does:
 - no wait outlasts its deadline (the call's, or the whole submission's, whichever comes first);
 - stdout and stderr are read while waiting: the first ``max_output_bytes`` of each are kept,
   and more than ``kill_output_bytes`` in all kills the worker;
-- requests queued ahead (a call plan) are answered in order; a request must be the next queued
-  frame byte for byte, or `OffPlan` is raised before anything is sent.
+- replies are read in the order the requests were written (a load request may be written
+  before the worker has greeted: its reply comes after the hello).
 
 Every fault goes to the owner's ``die`` (kill the worker, then raise) or ``crashed`` (the channel
 closed: find out how it died, then raise): neither returns.
@@ -16,23 +16,22 @@ closed: find out how it died, then raise): neither returns.
 
 from __future__ import annotations
 
-import collections
 import os
 import select
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import NoReturn
 
 from grader import untrusted
 from grader.i18n import Msg, tr
-from grader.sandbox.diagnosis import memory_message
 from grader.sandbox.errors import (
-    OffPlan,
+    CrashKind,
     SandboxError,
     WireError,
     WorkerCrashed,
     WorkerTimeout,
+    memory_message,
 )
 from grader.sandbox.limits import Limits
 from grader.sandbox.wire import MAX_HEADER_BYTES, PREFIX, check_prefix
@@ -63,27 +62,22 @@ class Channel:
         self._total_out = 0
         self._out = bytearray()  # request bytes not yet written to the channel
         self._in = bytearray()  # the reply frame being read (never more than one frame)
-        self._sent: collections.deque[bytes] = collections.deque()  # requests whose replies are not yet read
+        self._owed = 0  # requests written (or waiting to be) whose replies are not yet read
         self.deadline = time.monotonic() + limits.start_timeout_s
         """When the whole submission's time is up (monotonic clock)."""
         self.reply_cap: int | None = None
         """Largest reply payload the current case can expect; never above ``limits.max_result_bytes``."""
 
     # -- requests and replies --
-    def send_ahead(self, frames: Iterable[bytes]) -> None:
-        """Queue request frames; write as much as the socket takes now."""
-        for frame in frames:
-            self._out += frame
-            self._sent.append(frame)
+    def send(self, frame: bytes) -> None:
+        """Write a request frame (as much as the socket takes now, the rest while waiting for a
+        reply); its reply is owed from now on."""
+        self._out += frame
+        self._owed += 1
         try:  # as much as the socket takes now: the worker starts on it at once
             del self._out[:self._ch.send(self._out)]
         except OSError:
             pass  # full (the rest goes while waiting for a reply), or closed (found out then)
-
-    @property
-    def queued(self) -> int:
-        """Frames sent ahead and not yet taken by a request."""
-        return len(self._sent)
 
     @property
     def buffered(self) -> int:
@@ -91,31 +85,17 @@ class Channel:
         return len(self._in)
 
     def hello(self, timeout: float, phase: Msg | str) -> bytes:
-        """The worker's first frame: it comes before the replies to anything sent ahead."""
-        return self._next_frame(timeout, phase, owed_after=len(self._sent))
-
-    def take(self, frame: bytes, phase: Msg | str) -> None:
-        """Make `frame` the next request: queue it, or check it is the next frame sent ahead."""
-        if not self._sent:
-            self._out += frame
-            self._sent.append(frame)
-        elif self._sent[0] != frame:
-            raise OffPlan(phase)
+        """The worker's first frame: it comes before the reply to a request written early."""
+        return self._next_frame(timeout, phase, owed_after=self._owed)
 
     def reply(self, timeout: float, phase: Msg | str) -> bytes:
-        """The reply to the request taken last."""
-        reply = self._next_frame(timeout, phase, owed_after=len(self._sent) - 1)
-        self._sent.popleft()
+        """The reply to the oldest request whose reply is owed."""
+        reply = self._next_frame(timeout, phase, owed_after=self._owed - 1)
+        self._owed -= 1
         return reply
 
-    def drop_replies(self, timeout: float) -> None:
-        """Wait for the replies to everything sent ahead, and drop them."""
-        while self._sent:
-            self._next_frame(timeout, "repeating earlier calls", owed_after=len(self._sent) - 1)
-            self._sent.popleft()
-
     def _next_frame(self, timeout: float, phase: Msg | str, owed_after: int) -> bytes:
-        """The next reply frame (prefix included), writing queued requests while waiting for it.
+        """The next reply frame (prefix included), writing what is left of the request while waiting for it.
         `owed_after`: replies still owed once this one is read (more bytes than that are an error)."""
         now = time.monotonic()
         limit_at = now + timeout
@@ -143,7 +123,7 @@ class Channel:
             if self._tree_memory is not None and now >= next_poll:
                 next_poll = now + self.poll_interval
                 if self._tree_memory() > self.memory_cap:
-                    self._die(WorkerCrashed("memory", memory_message(self.limits, phase)), "memory")
+                    self._die(WorkerCrashed(CrashKind.MEMORY, memory_message(self.limits, phase)), "memory")
             rl = [self._ch] + [fd for fd in self._fds.values() if fd >= 0]
             out = self._out
             r, w, _ = select.select(rl, [self._ch] if out else [], [], min(self.poll_interval, max(0.0, deadline - now)))
@@ -208,7 +188,7 @@ class Channel:
             kept += data[:room]
         self._total_out += len(data)
         if self._total_out > self.limits.kill_output_bytes and not self._dead():
-            self._die(WorkerCrashed("output", tr("the submission printed more than {mib} MiB of output",
+            self._die(WorkerCrashed(CrashKind.OUTPUT, tr("the submission printed more than {mib} MiB of output",
                                                  mib=self.limits.kill_output_bytes >> 20)), "output")
 
     def drain_output(self) -> None:

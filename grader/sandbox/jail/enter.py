@@ -9,7 +9,7 @@ Features (each either fully applied or not claimed):
   connect/bind and signals outside the worker denied where the kernel's ABI has them;
 - ``cgroup``: a memory + pids cgroup (v1) per worker, and a cpu cgroup with a quota where the
   kernel has one (a worker and everything it starts share one CPU at most), else ``rss`` polling;
-- ``seccomp``: a system-call filter (``grader.sandbox.seccomp``): no keyrings, no sockets, no new
+- ``seccomp``: a system-call filter (``grader.sandbox.jail.seccomp``): no keyrings, no sockets, no new
   namespaces, no mounts, ptrace, bpf, io_uring or userfaultfd; and a fresh, empty session keyring;
 - ``rlimits``: CPU, file size, core, open files (always, on POSIX).
 
@@ -21,7 +21,7 @@ reference, the assignments, the checkout) are covered by empty mounts. With Land
 left out of the read allowlist, entry by entry where they sit inside an allowed folder
 (site-packages), and of /dev only the planned device nodes may be opened.
 
-``python -m grader.sandbox.jail`` prints the probe as JSON (run by the grader, which never forks
+``python -m grader.sandbox.jail.enter`` prints the probe as JSON (run by the grader, which never forks
 itself).
 """
 
@@ -36,8 +36,8 @@ import sys
 from typing import Any
 
 try:
-    from grader.sandbox import landlock, seccomp
-except ImportError:  # run as a script by the probe (python -I jail.py): the modules beside this one
+    from grader.sandbox.jail import landlock, seccomp
+except ImportError:  # run as a script by the probe (python -I enter.py): the modules beside this one
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import landlock  # type: ignore[no-redef,import-not-found]
     import seccomp  # type: ignore[no-redef]

@@ -4,7 +4,7 @@ A cold ``grader check`` pays ``import torch`` twice, once here and once in the z
 cores the two imports can run side by side, but only if the zygote is started *before* this
 process imports torch::
 
-    from grader.sandbox.prestart import prestart
+    from grader.sandbox.host.zygote import prestart
     prestart("cpu")                    # first thing; returns at once
     ...                                # import torch, load the assignment and the submission
     sandbox = Sandbox(limits, device="cpu", warm_meta=False)   # adopts the zygote started above
@@ -32,8 +32,9 @@ import sys
 import tempfile
 import threading
 
-from grader.sandbox import jail
 from grader.sandbox.errors import SandboxError
+from grader.sandbox.host.process import dead, descendants
+from grader.sandbox.jail import enter
 
 LINUX = sys.platform.startswith("linux")
 
@@ -51,14 +52,9 @@ def child_env(device: str) -> dict[str, str]:
     return env
 
 
-def dead(pid: str) -> bool:
-    """`pid` (text) names no running process."""
-    return pid.isdigit() and not os.path.exists(f"/proc/{pid}")
-
-
 def remove_stale() -> None:
     """Scratch roots left by a grader that was killed (SIGKILL skips clean-up); its cgroups are
-    removed once the sandbox has found its cgroup hierarchy (`grader.sandbox.plan.choose`)."""
+    removed once the sandbox has found its cgroup hierarchy (`grader.sandbox.host.isolation.choose`)."""
     tmp = tempfile.gettempdir()
     try:
         for name in os.listdir(tmp):
@@ -75,8 +71,8 @@ def make_root() -> str:
 
 
 def start_probe(env: dict[str, str], root: str) -> subprocess.Popen:
-    """The jail probe (jail.py as a script: standard library only), started, not awaited."""
-    return subprocess.Popen([sys.executable, "-I", jail.__file__], stdin=subprocess.DEVNULL,
+    """The jail probe (jail/enter.py as a script: standard library only), started, not awaited."""
+    return subprocess.Popen([sys.executable, "-I", enter.__file__], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=root)
 
 
@@ -93,37 +89,8 @@ def probe_result(proc: subprocess.Popen) -> dict:
         return {}
 
 
-def _proc_table() -> dict[int, int]:
-    """pid -> ppid for every process we can see."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-            table[int(name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return table
-
-
-def descendants(root: int) -> list[int]:
-    table = _proc_table()
-    kids: dict[int, list[int]] = {}
-    for pid, ppid in table.items():
-        kids.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        for c in kids.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 class Zygote:
-    """The zygote process (``python -m grader.sandbox.zygote``) and the grader's end of its socket.
+    """The zygote process (``python -m grader.sandbox.child.zygote``) and the grader's end of its socket.
 
     Not thread-safe by itself: the Sandbox serialises requests under its lock.
     """
@@ -131,7 +98,7 @@ class Zygote:
     def __init__(self, env: dict[str, str], root: str, *, warm_meta: bool):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         debug = os.environ.get("GRADER_SANDBOX_DEBUG")
-        argv = [sys.executable, "-m", "grader.sandbox.zygote", str(child.fileno())]
+        argv = [sys.executable, "-m", "grader.sandbox.child.zygote", str(child.fileno())]
         if warm_meta:
             argv.append("--warm-meta")
         try:
@@ -148,6 +115,8 @@ class Zygote:
         self.pid = self.proc.pid
         self.meta_warm = warm_meta
         self.ready = False
+        self.times: dict[str, float] = {}
+        """When the zygote started, had imported torch and had warmed up (its ready message)."""
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the zygote has imported torch (and warmed what it was asked to)."""
@@ -166,6 +135,9 @@ class Zygote:
         if not ready.get("ready"):
             raise SandboxError("the sandbox zygote did not start")
         self.ready = True
+        times = ready.get("times")
+        if isinstance(times, dict):
+            self.times = {k: float(v) for k, v in times.items() if isinstance(v, (int, float))}
 
     def request(self, msg: dict, fds: list[int] = (), timeout: float | None = None) -> dict:
         """One request and its reply (the caller holds the Sandbox's lock)."""

@@ -1,15 +1,15 @@
 """The supervisor process: forks the worker, reports its pid and exit status, and kills its leftovers.
 
-``python -m grader.sandbox.supervisor STATUS_FD CHANNEL_FD`` (stdout/stderr are the output
+``python -m grader.sandbox.child.supervisor STATUS_FD CHANNEL_FD`` (stdout/stderr are the output
 pipes), or forked from the zygote. Process tree per submission (both start paths):
 
     supervisor "A"  (this module)
       - own session, PR_SET_CHILD_SUBREAPER, joins the worker's cgroups, unshares namespaces
       - forks the worker, reports its pid and exit status to the grader on the status socket
       - on "k" or EOF from the grader: SIGKILLs the worker and every orphan it adopted
-    worker "B"  (PID 1 of a new PID namespace when available; ``grader.sandbox.server``)
+    worker "B"  (PID 1 of a new PID namespace when available; ``grader.sandbox.child.server``)
       - fds: 0 = /dev/null, 1/2 = output pipes, 3 = channel; nothing else
-      - jails itself (jail.enter_worker), clears the environment, then executes the student's code
+      - jails itself (enter.enter_worker), clears the environment, then executes the student's code
         and answers frames on fd 3 (grader.sandbox.wire). Never pickles.
 
 A worker forked straight from the zygote (``direct``) has no supervisor: the zygote does its part.
@@ -26,8 +26,10 @@ import socket
 import sys
 import traceback
 
-from grader.sandbox import jail, server  # both before the jail hides the grader's files
-from grader.sandbox.server import CHANNEL_FD
+# The server and the jail: both imported here, before the jail hides the grader's files.
+from grader.sandbox.child import server
+from grader.sandbox.child.server import CHANNEL_FD
+from grader.sandbox.jail import enter
 from grader.sandbox.wire import write_all
 
 
@@ -46,7 +48,7 @@ def supervise(status_fd: int, channel_fd: int, out_fd: int, err_fd: int) -> None
     try:
         status = socket.socket(fileno=status_fd)
         cfg = read_config(status)
-        jail.enter_supervisor(cfg)
+        enter.enter_supervisor(cfg)
     except BaseException as e:  # report and stop: the grader turns this into an operator error
         _send_status(status_fd, {"error": f"supervisor set-up failed: {e!r}"})
         os._exit(1)
@@ -67,7 +69,7 @@ def direct(cfg: dict, status_fd: int, channel_fd: int, out_fd: int, err_fd: int)
     grader (on the status socket, which only the zygote uses), so it needs no supervisor."""
     try:
         os.close(status_fd)
-        jail.enter_direct(cfg)
+        enter.enter_direct(cfg)
     except BaseException as e:
         os.write(err_fd, f"worker set-up failed: {e!r}\n".encode())
         os._exit(1)
@@ -184,7 +186,7 @@ def _become_worker(cfg: dict, channel_fd: int, out_fd: int, err_fd: int) -> None
     os.closerange(CHANNEL_FD + 1, _max_fd())
     for fd in (0, 1, 2, CHANNEL_FD):
         os.set_inheritable(fd, fd != CHANNEL_FD)
-    applied = jail.enter_worker(cfg)
+    applied = enter.enter_worker(cfg)
     server.serve(cfg, applied)
 
 
@@ -204,7 +206,7 @@ def _max_fd() -> int:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m grader.sandbox.supervisor STATUS_FD CHANNEL_FD`` (stdout/stderr are the output pipes)."""
+    """``python -m grader.sandbox.child.supervisor STATUS_FD CHANNEL_FD`` (stdout/stderr are the output pipes)."""
     status_fd, channel_fd = int(argv[0]), int(argv[1])
     supervise(status_fd, channel_fd, os.dup(1), os.dup(2))
 
