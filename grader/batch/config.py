@@ -55,6 +55,11 @@ class BatchConfig:
     """Of several submissions giving one LMS student id, grade only the newest (else each under its own id)."""
     cache_dir: Path | None = None
     """Where the reference setups are kept between runs (``--cache-dir``; None: ``--no-cache``)."""
+    batch_cpus: float | None = None
+    """CPUs all the local slots' workers may use at once, pre-started ones included (``--batch-cpus``;
+    None: one per slot)."""
+    batch_memory_bytes: int | None = None
+    """Memory they may use at once (``--batch-memory``; None: one worker's cap per slot)."""
 
 
 class EventKind(str, enum.Enum):

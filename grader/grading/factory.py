@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from grader.grading.engine import Engine
     from grader.grading.protocols import GradingSandbox
     from grader.results import CaseResult
-    from grader.sandbox import Limits, Sandbox
+    from grader.sandbox import Budget, Limits, Sandbox
 
 
 ISOLATIONS = ("auto", "portable")
@@ -77,9 +77,11 @@ def prestart_zygote(device: str, *, warm_meta: bool = False, isolation: str | No
 
 
 def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygote: bool = True,
-                accept_isolation: str | None = None, isolation: str | None = None) -> Sandbox:
+                accept_isolation: str | None = None, isolation: str | None = None,
+                budget: Budget | None = None) -> Sandbox:
     """A Sandbox whose environment self-test (limits included) has passed (`EnvironmentBroken`,
-    a `SandboxError`, where it did not). `isolation`: see `isolation_choice`."""
+    a `SandboxError`, where it did not). `isolation`: see `isolation_choice`; `budget`: what all
+    its workers may use together (where cgroups bound them; not the portable worker)."""
     mark("sandbox.start")
     if isolation_choice(isolation) == "portable":
         from grader.sandbox.host.portable import PortableSandbox
@@ -89,7 +91,7 @@ def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygo
         from grader.sandbox import Sandbox
 
         sandbox = Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
-                          accept_isolation=accept_isolation)
+                          accept_isolation=accept_isolation, budget=budget)
     mark("sandbox.ready", isolation=sandbox.isolation)
     return sandbox
 
@@ -211,18 +213,19 @@ class EarlySandbox:
     returns it once its self-test has passed (or raises what stopped it)."""
 
     def __init__(self, limits: dict[str, Any] | Limits, device: str, *, warm_meta: bool = False,
-                 accept_isolation: str | None = None, isolation: str | None = None):
+                 accept_isolation: str | None = None, isolation: str | None = None,
+                 budget: Budget | None = None):
         """`limits`: the `Limits`, or the spec's [limits] table (bad keys are reported once the
-        assignment loads); `isolation`: see `isolation_choice`."""
+        assignment loads); `isolation`: see `isolation_choice`; `budget`: see `sandbox_for`."""
         self.box: list[Any] = []
         self.error: BaseException | None = None
         self._isolation = isolation
-        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta, accept_isolation),
+        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta, accept_isolation, budget),
                                         daemon=True, name="grader-sandbox-start")
         self._thread.start()
 
     def _run(self, limits: dict[str, Any] | Limits, device: str, warm_meta: bool,
-             accept_isolation: str | None) -> None:
+             accept_isolation: str | None, budget: Budget | None) -> None:
         try:
             from grader.sandbox import Limits
 
@@ -234,7 +237,7 @@ class EarlySandbox:
                 except TypeError:
                     lim = Limits()  # the caller reports the bad key once the assignment is loaded
             self.box.append(sandbox_for(lim, device, warm_meta=warm_meta, accept_isolation=accept_isolation,
-                                        isolation=self._isolation))
+                                        isolation=self._isolation, budget=budget))
         except BaseException as e:  # re-raised on the calling thread by get()
             self.error = e
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from grader.sandbox.errors import EnvironmentBroken, SandboxError
 from grader.timings import mark
-from grader.i18n import Msg, tr
+from grader.i18n import Msg, join, tr
 
 PROBE = '''
 import importlib.util
@@ -34,13 +34,13 @@ def probe(meta):
     for p in sys.path:
         if p != os.getcwd() and not os.access(p, os.R_OK | os.X_OK):
             problems.append(f"the folder {p} on sys.path cannot be read from inside the jail")
-    # Modules a correct submission may import lazily: their files must be readable here.
+    # Modules a correct submission may import lazily: their code must load here (compiled or
+    # from source, as an import reads it).
     for name in ("torch.fx.experimental.symbolic_shapes", "torch.nn.functional", "numpy.linalg",
                  "json.decoder", "colorsys"):
         try:
             spec = importlib.util.find_spec(name)
-            with open(spec.origin, "rb") as f:
-                f.read(1)
+            spec.loader.get_code(spec.name)
         except Exception as e:
             problems.append(f"the module {name} cannot be read ({type(e).__name__}: {e})")
     try:
@@ -244,9 +244,20 @@ def proven_level(features: frozenset[str], proof: Proof, *, accept: str | None) 
                             f"weaker level, pass --accept-isolation {proven}")
 
 
-def limits_note(features: frozenset[str], hierarchy, limits, *, chosen: str = "auto") -> Msg:
+def limits_note(features: frozenset[str], hierarchy, limits, *, chosen: str = "auto", budget=None) -> Msg:
     """In plain words, what bounds each worker's resources here (recorded in every result, shown to
-    the student with ``-v`` in their language)."""
+    the student with ``-v`` in their language), and the `budget` they share, where one was applied."""
+    note = _worker_limits(features, hierarchy, limits, chosen)
+    if budget is None or "cgroup" not in features or hierarchy is None:
+        return note
+    gib = format(budget.memory_bytes / (1 << 30), ".3g")
+    shared = (tr("all workers at once, pre-started ones included: {cpus} CPUs and {gib} GiB",
+                 cpus=format(budget.cpus, "g"), gib=gib) if hierarchy.cpu
+              else tr("all workers at once, pre-started ones included: {gib} GiB", gib=gib))
+    return join([note, shared], "; ")
+
+
+def _worker_limits(features: frozenset[str], hierarchy, limits, chosen: str) -> Msg:
     gib = format(limits.memory_bytes / (1 << 30), ".3g")
     if "cgroup" in features and hierarchy is not None:
         if hierarchy.cpu:
