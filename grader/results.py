@@ -212,9 +212,8 @@ class Environment:
     """The sandbox level that ran this submission, e.g. "namespaces+uid+landlock+seccomp+cgroup+rlimits"
     or "process+rss+rlimits": only what the self-test proved at start-up."""
     dtypes: list[str] = field(default_factory=list)
-    limits: str = ""
-    """What bounded the worker's memory, processes and CPU, in plain words (e.g. that no cgroup
-    could be written, so memory was only polled); "" in results from before it was recorded."""
+    limits: Msg = EMPTY
+    """What bounded the worker's memory, processes and CPU, in plain words (empty before it was recorded)."""
 
 
 @dataclass(frozen=True)
@@ -386,7 +385,7 @@ def report_from_dict(d: dict) -> GradeReport:
         score=Points(**d["score"]),
         cases=[case_from_dict(c) for c in d["cases"]],
         load=LoadInfo(**load),
-        environment=Environment(**d["environment"]),
+        environment=Environment(**_read_messages(d["environment"], Environment)),
         graded_at=d["graded_at"],
         public_only=d.get("public_only", False),
         hidden_cases=int(d.get("hidden_cases", 0)),

@@ -46,12 +46,20 @@ class BatchConfig:
     accept_isolation: str | None = None
     """The weaker sandbox level the instructor accepts where the self-test proves less than the
     level claims (``--accept-isolation``); every result records it."""
+    isolation: str | None = None
+    """How local workers start (``--isolation``): "auto", "portable", or None (``GRADER_ISOLATION``,
+    else "auto"). A cluster's workers choose by their own environment."""
     folders_are_submissions: bool = False
     """Each folder in `paths` is one student's submission, not a folder of submissions."""
     newest: bool = False
     """Of several submissions giving one LMS student id, grade only the newest (else each under its own id)."""
     cache_dir: Path | None = None
     """Where the reference setups are kept between runs (``--cache-dir``; None: ``--no-cache``)."""
+    batch_cpus: float | None = None
+    """CPUs all the local slots' workers may use at once, pre-started ones included (``--batch-cpus``;
+    None: one per slot)."""
+    batch_memory_bytes: int | None = None
+    """Memory they may use at once (``--batch-memory``; None: one worker's cap per slot)."""
 
 
 class EventKind(str, enum.Enum):

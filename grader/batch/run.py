@@ -80,7 +80,9 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
             try:
                 todo = reuse(cfg, ledger, book, run_id, keys, subs, result)
                 backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang,
-                                        accept_isolation=cfg.accept_isolation, cache_dir=cfg.cache_dir)
+                                        accept_isolation=cfg.accept_isolation, cache_dir=cfg.cache_dir,
+                                        isolation=cfg.isolation, batch_cpus=cfg.batch_cpus,
+                                        batch_memory_bytes=cfg.batch_memory_bytes)
                            if spec is None
                            else _cluster_backend(spec, a, dev, cfg))
                 tally = Tally(cfg, ledger, book, run_id, result, on_event, len(todo))

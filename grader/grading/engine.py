@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,9 @@ class Engine:
         self._reference_runs: dict[str, bool] = {}
         """Case instance id -> whether the trusted reference gets through the case's calls (see
         `reference_runs`); filled when first needed."""
+        self.on_step: Callable[[str | Msg | None, float, str], None] | None = None
+        """Told what runs now, its time limit in seconds and the feedback's language: loading the
+        code, then each case by its title, then None (``grader check``'s progress line)."""
         self._stored = assignment.stored is not None
         if assignment.stored is not None:  # a student kit: the reference ran at release time, its results are here
             from grader.grading import stored
@@ -150,6 +153,7 @@ class Engine:
             if worker is not None:
                 _end(worker, wait_for_exit)
             return self.report_without_results(info, "load-error", sub.error)
+        self._step(tr("loading your code"), self.sandbox.limits.import_timeout_s)
         worker = self.sandbox.open(sub) if worker is None else self.sandbox.open(sub, started=worker)
         output = OutputSplit()
         try:
@@ -164,8 +168,13 @@ class Engine:
                             cell_errors=[labelled(e, sub) for e in worker.load.cell_errors],
                             stdout=stdout, stderr=stderr, hidden_stdout=hidden_out, hidden_stderr=hidden_err)
         finally:
+            self._step(None, 0.0)
             _end(worker, wait_for_exit)
         return self._report(info, results, load)
+
+    def _step(self, what: str | Msg | None, limit_s: float) -> None:
+        if self.on_step is not None:
+            self.on_step(what, limit_s, self.lang)
 
     def _run_cases(self, sub: LoadedSubmission, worker: GradingWorker,
                    output: OutputSplit) -> tuple[list[CaseResult], GradingWorker]:
@@ -182,6 +191,7 @@ class Engine:
                 continue
             if inst.case.hidden:
                 output.mark(worker)
+            self._step(inst.case.title, self.sandbox.limits.call_timeout_s)
             t0 = time.perf_counter()
             done = self.run_case(inst, worker, sub)
             results.append(case_result(self.assignment, inst, done.outcome, done.verdict, time.perf_counter() - t0))

@@ -181,14 +181,15 @@ def all_failed(a: Assignment, instances: Iterable[CaseInstance], concept: str,
             for n, i in enumerate(instances)]
 
 
-def environment_of(setups: Iterable[Setup], device: torch.device, isolation: str, limits: str = "") -> Environment:
+def environment_of(setups: Iterable[Setup], device: torch.device, isolation: str,
+                   limits: Msg | str = "") -> Environment:
     """What a report records about the grading environment; `dtypes` are the floating dtypes of
     the setups' inputs; `limits`: the sandbox's ``limits_note``."""
     dtypes = sorted({str(t.dtype) for s in setups for t in s.inputs.values()
                      if isinstance(t, torch.Tensor) and t.is_floating_point()})
     return Environment(grader_version=__version__, torch_version=torch.__version__,
                        python_version=platform.python_version(), device=str(device),
-                       isolation=isolation, dtypes=dtypes, limits=limits)
+                       isolation=isolation, dtypes=dtypes, limits=message_of(limits))
 
 
 def grade_report(a: Assignment, info: SubmissionInfo, results: list[CaseResult], load: LoadInfo,

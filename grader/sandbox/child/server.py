@@ -34,11 +34,16 @@ CHANNEL_FD = 3
 MAX_TEXT = 8000
 
 
-def serve(cfg: dict, applied: list[str]) -> None:
+def serve(cfg: dict, applied: list[str], *, channel: tuple[int, int] = (CHANNEL_FD, CHANNEL_FD),
+          environment: dict[str, str] | None = None) -> None:
+    """Serve requests read from ``channel[0]``, replies written to ``channel[1]`` (one socket at
+    ``CHANNEL_FD`` in a jailed worker; two pipes in a portable one). `environment`: the worker's
+    whole environment (default: a cleared one for Linux, with HOME and TMPDIR in the scratch dir)."""
     scratch = cfg["scratch"]
     os.environ.clear()
-    os.environ.update({"HOME": scratch, "TMPDIR": scratch, "PATH": "/usr/local/bin:/usr/bin:/bin",
-                       "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    os.environ.update(environment if environment is not None else {
+        "HOME": scratch, "TMPDIR": scratch, "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     if cfg.get("cuda_visible_devices") is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cfg["cuda_visible_devices"]
     import torch
@@ -52,7 +57,7 @@ def serve(cfg: dict, applied: list[str]) -> None:
             stream.reconfigure(line_buffering=True)
         except (AttributeError, ValueError):
             pass
-    Server(cfg).run({"op": "hello", "applied": applied, "pid": os.getpid()})
+    Server(cfg, channel).run({"op": "hello", "applied": applied, "pid": os.getpid()})
 
 
 SEED_QUEUED = False
@@ -74,7 +79,8 @@ def queue_seed() -> None:
 class Server:
     """The submission's namespace and the objects handed out as handles; one ``op_*`` per request."""
 
-    def __init__(self, cfg: dict):
+    def __init__(self, cfg: dict, channel: tuple[int, int] = (CHANNEL_FD, CHANNEL_FD)):
+        self._rfd, self._wfd = channel
         self.scratch = os.path.realpath(cfg["scratch"])
         self.module = types.ModuleType("submission")
         self.module.__file__ = os.path.join(self.scratch, cfg.get("main", "submission.py"))
@@ -90,7 +96,7 @@ class Server:
         self.send(hello)
         while True:
             try:
-                header, payload = read_frame(CHANNEL_FD)
+                header, payload = read_frame(self._rfd)
             except EOFError:
                 os._exit(0)
             try:
@@ -121,7 +127,7 @@ class Server:
             frame = encode_frame({"ok": False, "error": {
                 "type": "UnsendableResult", "message": f"the result cannot be sent to the grader: {e}",
                 "traceback": ""}})
-        write_all(CHANNEL_FD, frame)
+        write_all(self._wfd, frame)
 
     @staticmethod
     def _flush() -> None:
