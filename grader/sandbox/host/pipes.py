@@ -28,7 +28,7 @@ from typing import NoReturn
 
 from grader import untrusted
 from grader.i18n import Msg, tr
-from grader.sandbox.errors import SandboxError, WireError, WorkerCrashed, WorkerTimeout, memory_message
+from grader.sandbox.errors import CrashKind, SandboxError, WireError, WorkerCrashed, WorkerTimeout, memory_message
 from grader.sandbox.limits import Limits
 from grader.sandbox.wire import MAX_HEADER_BYTES, PREFIX, check_prefix
 
@@ -285,7 +285,7 @@ class PipeChannel:
             if self._tree_memory is not None and now >= next_poll:
                 next_poll = now + self.poll_interval
                 if self._tree_memory() > self.memory_cap:
-                    self._die(WorkerCrashed("memory", memory_message(self.limits, phase)), "memory")
+                    self._die(WorkerCrashed(CrashKind.MEMORY, memory_message(self.limits, phase)), "memory")
             self._check_output()
             if self._writer.broken:
                 self._crashed(phase)
@@ -315,7 +315,7 @@ class PipeChannel:
     # -- output --
     def _check_output(self) -> None:
         if any(p.flooded for p in self._out.values()) and not self._dead():
-            self._die(WorkerCrashed("output", tr("the submission printed more than {mib} MiB of output",
+            self._die(WorkerCrashed(CrashKind.OUTPUT, tr("the submission printed more than {mib} MiB of output",
                                                  mib=self.limits.kill_output_bytes >> 20)), "output")
 
     def output(self) -> tuple[str, str]:
