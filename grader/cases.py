@@ -32,8 +32,8 @@ from collections.abc import Callable
 
 import torch
 
-from grader.i18n import Msg
-from grader.results import Evidence, split_message
+from grader.i18n import EMPTY, Msg, message_of
+from grader.results import Evidence
 
 
 @dataclass(frozen=True)
@@ -42,28 +42,19 @@ class Verdict:
 
     passed: bool
     concept: str | None = None
-    message: str = ""
-    """In English; a `Msg` (``tr("...")``) given here moves to ``message_i18n``, so the report can
-    show it in the student's language."""
+    message: Msg = EMPTY
+    """What the student reads (``tr("...")``), rendered in their language where it is shown. The
+    constructors below also take plain English text (`grader.i18n.english`)."""
     evidence: Evidence = field(default_factory=Evidence)
-    message_i18n: Msg | None = None
-
-    def __post_init__(self) -> None:
-        split_message(self, "message", "message_i18n")
-
-    @property
-    def text(self) -> Msg | str:
-        """The message as given: translatable when it was a `Msg`."""
-        return self.message_i18n if self.message_i18n is not None else self.message
 
     @staticmethod
     def ok(message: Msg | str = "", evidence: Evidence | None = None) -> Verdict:
-        return Verdict(True, None, message, evidence or Evidence())
+        return Verdict(True, None, message_of(message), evidence or Evidence())
 
     @staticmethod
     def fail(concept: str, message: Msg | str, evidence: Evidence | None = None) -> Verdict:
         """``concept``: an id the assignment declares (the engine checks it against spec.toml)."""
-        return Verdict(False, concept, message, evidence or Evidence())
+        return Verdict(False, concept, message_of(message), evidence or Evidence())
 
     @property
     def placeholder(self) -> bool:
@@ -73,7 +64,7 @@ class Verdict:
     @staticmethod
     def not_implemented(message: Msg | str, evidence: Evidence | None = None) -> Verdict:
         """The code the case calls is still a placeholder (NotImplementedError): no concept, no hint."""
-        return Verdict(False, None, message, evidence or Evidence())
+        return Verdict(False, None, message_of(message), evidence or Evidence())
 
 
 @dataclass

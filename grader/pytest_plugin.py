@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from grader.assignment.concepts import vocabulary
+from grader.i18n import EMPTY, Msg
 
 SESSION_KEY = pytest.StashKey["_KitSession"]()
 
@@ -81,7 +82,7 @@ class _KitSession:
         self.error: str | None = None
         self.hidden: tuple[int, float] | None = None
         self.isolation = ""
-        self.note = ""
+        self.note: Msg = EMPTY
         self.lang = "en"
         """The graded report's language (its pages' and this output's)."""
 
@@ -106,7 +107,7 @@ class _KitSession:
         from grader.i18n import choose, tr
 
         try:  # the language of this output; a broken spec.toml is reported by grade_one below
-            lang = choose(None, read_spec(folder).get("lang"))
+            lang = choose(None, read_spec(folder).lang)
         except Exception:  # noqa: BLE001
             lang = choose(None)
         path = self.submission(folder)

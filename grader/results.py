@@ -1,8 +1,14 @@
 """Plain result objects: what grading one submission produced, and its versioned JSON form.
 
 Everything here is JSON-serialisable by construction (str, int, float, bool, None, lists,
-nested dataclasses, str enums). Instructors and other tools read these files, so field names
+nested dataclasses, str enums, `Msg`). Instructors and other tools read these files, so field names
 are stable; a breaking change bumps `SCHEMA_VERSION`.
+
+What a student reads is a `Msg` field (msgids and arguments, English through ``str()``), rendered
+in a language only where it is shown. The JSON keeps each twice, for its two readers: ``message``
+the English text (for people and tools reading the file), ``message_i18n`` the msgids (for
+``grader report --lang``); reading turns them back into one `Msg`, and a file without the
+``_i18n`` key (schema 1) into its English text, looked up in the catalog when shown.
 """
 
 from __future__ import annotations
@@ -14,20 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.explorer import Explorer, explorer_from_dict
-from grader.i18n import DEFAULT as DEFAULT_LANG, Msg, as_msg
+from grader.i18n import DEFAULT as DEFAULT_LANG, EMPTY, Msg, english, tr
 
 SCHEMA_VERSION = 3
 """2: messages also as gettext msgids with arguments (``*_i18n``), the report's ``lang``. 3: ``output_digest``."""
 READABLE_VERSIONS = (1, 2, 3)
-"""Version 1 results read as English-only messages (they render in English in every language)."""
+"""Version 1 results read as English-only messages (looked up by their English text when shown)."""
+I18N = "_i18n"
+"""The suffix of the JSON key that keeps a `Msg` field's msgids beside its English text."""
 
-
-def split_message(obj: Any, text: str, i18n: str) -> None:
-    """In ``__post_init__``: a `Msg` given as ``text`` becomes its English there, the `Msg` goes to ``i18n``."""
-    value = getattr(obj, text)
-    if isinstance(value, Msg):
-        object.__setattr__(obj, i18n, value)
-        object.__setattr__(obj, text, str(value))
 
 @dataclass(frozen=True)
 class Concept:
@@ -77,7 +78,7 @@ Score = Points  # a submission's total has the same shape as one case's points
 class Heatmap:
     """A small query x key matrix to draw: attention weights (or a mask) of one batch item and head."""
 
-    title: str
+    title: Msg
     """What this slice is, e.g. "batch 0, head 1"."""
     expected: list[list[float]]
     """Reference values, rows = queries, columns = keys."""
@@ -91,11 +92,6 @@ class Heatmap:
     """Index of the first query row shown (large matrices are shown as a window)."""
     col_offset: int = 0
     """Index of the first key column shown."""
-    title_i18n: Msg | None = None
-    """``title`` as a translatable message (None in results before schema 2)."""
-
-    def __post_init__(self) -> None:
-        split_message(self, "title", "title_i18n")
 
 
 @dataclass(frozen=True)
@@ -121,20 +117,13 @@ class Evidence:
     nan_locations: list[list[int]] | None = None
     """Indices (first few) where the submission's output is NaN."""
     heatmaps: list[Heatmap] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    """Further plain-language observations (English; a `Msg` given here moves to ``notes_i18n``)."""
+    notes: list[Msg] = field(default_factory=list)
+    """Further plain-language observations."""
     traceback: str | None = None
     """For errors: the student's exception, traceback cut to their own frames."""
-    notes_i18n: list[Msg] = field(default_factory=list)
-    """``notes`` as translatable messages, one per note (empty in results before schema 2)."""
     explorer: Explorer | None = None  # scores, mask parts and weights the report's mask explorer replays
     output_digest: str | None = None
     """A failed case's SHA-256 (32 hex) of all its calls returned: equal digests, identical wrong outputs."""
-
-    def __post_init__(self) -> None:
-        if any(isinstance(n, Msg) for n in self.notes):
-            object.__setattr__(self, "notes_i18n", [as_msg(n) for n in self.notes])
-            object.__setattr__(self, "notes", [str(n) for n in self.notes])
 
 
 @dataclass(frozen=True)
@@ -149,16 +138,10 @@ class CaseResult:
     """One id of the assignment's concepts (``GradeReport.concepts``) when the case did not pass, else None. A case that did not pass has no
     concept only when the code it calls is not implemented yet (it raised NotImplementedError, as
     the starter's placeholders do): that is no misconception, so nothing is diagnosed."""
-    message: str
-    """One or two plain sentences for the student, in English. Never reveals hidden inputs."""
+    message: Msg
+    """One or two plain sentences for the student. Never reveals hidden inputs."""
     evidence: Evidence = field(default_factory=Evidence)
     duration_s: float = 0.0
-    message_i18n: Msg | None = None
-    """``message`` as msgids and arguments, translated when shown (None before schema 2, or for a
-    message no one marked for translation). A `Msg` given as ``message`` lands here."""
-
-    def __post_init__(self) -> None:
-        split_message(self, "message", "message_i18n")
 
     @property
     def not_implemented(self) -> bool:
@@ -192,24 +175,13 @@ class CellError:
     """The code cell's number, counting code cells only (markdown cells carry no number); None for a module."""
     error: str
     traceback: str
-    label: str = ""
-    """How the student finds the cell: "code cell 5 (def causal_mask(q_len, ...)" ("" in older results)."""
-    label_i18n: Msg | None = None
-    """``label`` as a translatable message (a `Msg` given as ``label`` lands here)."""
+    label: Msg = EMPTY
+    """How the student finds the cell: "code cell 5 (def causal_mask(q_len, ...)" (empty in older results)."""
 
-    def __post_init__(self) -> None:
-        split_message(self, "label", "label_i18n")
-
-    def where(self) -> str:
-        return self.label or (f"code cell {self.cell}" if self.cell is not None else "module")
-
-    def where_i18n(self) -> Msg:
-        from grader.i18n import tr
-
-        if self.label_i18n is not None:
-            return self.label_i18n
+    def where(self) -> Msg:
+        """The label, else the cell's number ("code cell 5"), else "module"."""
         if self.label:
-            return as_msg(self.label)
+            return self.label
         return tr("code cell {n}", n=self.cell) if self.cell is not None else tr("module")
 
 
@@ -217,8 +189,8 @@ class CellError:
 class LoadInfo:
     ok: bool
     """False when nothing could be graded (unreadable file, syntax error, crash at import)."""
-    message: str = ""
-    """Why it could not load, in English (a `Msg` given here moves to ``message_i18n``)."""
+    message: Msg = EMPTY
+    """Why it could not load, or that some cells raised."""
     cell_errors: list[CellError] = field(default_factory=list)
     stdout: str = ""
     """The submission's captured output until the first hidden case started, truncated. Never parsed."""
@@ -228,11 +200,6 @@ class LoadInfo:
     hidden inputs, so it is kept for the instructor (this file) and never shown to the student
     (reports, JUnit, CI logs, summaries) unless the instructor releases hidden cases."""
     hidden_stderr: str = ""
-    message_i18n: Msg | None = None
-    """``message`` as a translatable message (None before schema 2)."""
-
-    def __post_init__(self) -> None:
-        split_message(self, "message", "message_i18n")
 
 
 @dataclass(frozen=True)
@@ -245,9 +212,8 @@ class Environment:
     """The sandbox level that ran this submission, e.g. "namespaces+uid+landlock+seccomp+cgroup+rlimits"
     or "process+rss+rlimits": only what the self-test proved at start-up."""
     dtypes: list[str] = field(default_factory=list)
-    limits: str = ""
-    """What bounded the worker's memory, processes and CPU, in plain words (e.g. that no cgroup
-    could be written, so memory was only polled); "" in results from before it was recorded."""
+    limits: Msg = EMPTY
+    """What bounded the worker's memory, processes and CPU, in plain words (empty before it was recorded)."""
 
 
 @dataclass(frozen=True)
@@ -293,15 +259,45 @@ def _clean_float(x: float) -> Any:
     return x
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
 _PLAIN = (str, int, bool, type(None))
+_VALUE, _MSG, _MSGS = 0, 1, 2
+"""How a dataclass field is written: its value; a `Msg` as English text plus msgids; a list of them."""
+_FIELDS: dict[type, tuple[tuple[str, int], ...]] = {}
 
 
-def _field_names(t: type) -> tuple[str, ...] | None:
-    names = _FIELDS.get(t)
-    if names is None and dataclasses.is_dataclass(t):
-        names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(t))
-    return names
+def _field_kind(f: dataclasses.Field) -> int:
+    # Annotations are strings under `from __future__ import annotations`, types otherwise.
+    if f.type in (Msg, "Msg"):
+        return _MSG
+    if f.type in ("list[Msg]", list[Msg]):
+        return _MSGS
+    return _VALUE
+
+
+def _fields_of(t: type) -> tuple[tuple[str, int], ...] | None:
+    found = _FIELDS.get(t)
+    if found is None and dataclasses.is_dataclass(t):
+        found = _FIELDS[t] = tuple((f.name, _field_kind(f)) for f in dataclasses.fields(t))
+    return found
+
+
+def _as_msg(value: Any) -> Msg:
+    return value if isinstance(value, Msg) else english(str(value or ""))  # what untyped case code may pass
+
+
+def _dataclass_dict(obj: Any, fields: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, kind in fields:
+        value = getattr(obj, name)
+        if kind == _MSG:
+            m = _as_msg(value)
+            out[name], out[name + I18N] = str(m), (m.to_list() or None)
+        elif kind == _MSGS:
+            ms = [_as_msg(v) for v in value]
+            out[name], out[name + I18N] = [str(m) for m in ms], [m.to_list() for m in ms]
+        else:
+            out[name] = to_dict(value)
+    return out
 
 
 def to_dict(obj: Any) -> Any:
@@ -318,9 +314,9 @@ def to_dict(obj: Any) -> Any:
         return obj.to_list()
     if t is list or t is tuple:
         return [to_dict(x) for x in obj]
-    names = _field_names(t)
-    if names is not None:
-        return {n: to_dict(getattr(obj, n)) for n in names}
+    fields = _fields_of(t)
+    if fields is not None:
+        return _dataclass_dict(obj, fields)
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, (list, tuple)):
@@ -340,18 +336,28 @@ def _matrix(rows: Any) -> Any:
     return None if rows is None else [[_num(v) for v in row] for row in rows]
 
 
-def _msg(items: Any) -> Msg | None:
-    return None if items is None else Msg.from_list(items)
+def _read_messages(d: dict, cls: type) -> dict[str, Any]:
+    """``d`` with each `Msg` field of `cls` read back from its two keys: the msgids where the file has
+    them, else (schema 1, or text no one marked) the English text, looked up when shown."""
+    out = {k: v for k, v in d.items() if not k.endswith(I18N)}
+    for name, kind in _fields_of(cls) or ():
+        texts, items = d.get(name), d.get(name + I18N)
+        if kind == _MSG:
+            out[name] = Msg.from_list(items) if items else english(str(texts or ""))
+        elif kind == _MSGS:
+            texts, items = texts or [], items or []
+            out[name] = ([Msg.from_list(m) for m in items] if len(items) == len(texts)
+                         else [english(str(t)) for t in texts])
+    return out
 
 
 def _evidence_from(d: dict) -> Evidence:
-    d = dict(d)
+    d = _read_messages(d, Evidence)
     d["heatmaps"] = [
-        Heatmap(**{**h, "expected": _matrix(h["expected"]), "actual": _matrix(h.get("actual")),
-                   "title_i18n": _msg(h.get("title_i18n"))})
+        Heatmap(**{**_read_messages(h, Heatmap), "expected": _matrix(h["expected"]), "actual": _matrix(h.get("actual"))})
         for h in d.get("heatmaps", [])
     ]
-    d["notes_i18n"], d["explorer"] = [Msg.from_list(n) for n in d.get("notes_i18n", [])], explorer_from_dict(d.get("explorer"))
+    d["explorer"] = explorer_from_dict(d.get("explorer"))
     for key in ("max_abs_error", "allowed_error", "expected_value", "actual_value"):
         d[key] = _num(d.get(key))
     if d.get("row_sums") is not None:
@@ -360,18 +366,10 @@ def _evidence_from(d: dict) -> Evidence:
 
 
 def case_from_dict(d: dict) -> CaseResult:
-    return CaseResult(
-        id=d["id"],
-        title=d["title"],
-        outcome=Outcome(d["outcome"]),
-        points=Points(**d["points"]),
-        hidden=d["hidden"],
-        concept=d.get("concept"),
-        message=d["message"],
-        evidence=_evidence_from(d.get("evidence", {})),
-        duration_s=d.get("duration_s", 0.0),
-        message_i18n=_msg(d.get("message_i18n")),
-    )
+    d = _read_messages(d, CaseResult)
+    return CaseResult(id=d["id"], title=d["title"], outcome=Outcome(d["outcome"]), points=Points(**d["points"]),
+                      hidden=d["hidden"], concept=d.get("concept"), message=d["message"],
+                      evidence=_evidence_from(d.get("evidence", {})), duration_s=d.get("duration_s", 0.0))
 
 
 def report_from_dict(d: dict) -> GradeReport:
@@ -379,17 +377,15 @@ def report_from_dict(d: dict) -> GradeReport:
     if version not in READABLE_VERSIONS:
         raise ValueError(f"result schema_version {version!r} is not supported (expected one of "
                          f"{', '.join(map(str, READABLE_VERSIONS))})")
-    load = dict(d["load"])
-    load["cell_errors"] = [CellError(**{**e, "label_i18n": _msg(e.get("label_i18n"))})
-                           for e in load.get("cell_errors", [])]
-    load["message_i18n"] = _msg(load.get("message_i18n"))
+    load = _read_messages(d["load"], LoadInfo)
+    load["cell_errors"] = [CellError(**_read_messages(e, CellError)) for e in load.get("cell_errors", [])]
     return GradeReport(
         submission=SubmissionInfo(**d["submission"]),
         assignment=AssignmentInfo(**d["assignment"]),
         score=Points(**d["score"]),
         cases=[case_from_dict(c) for c in d["cases"]],
         load=LoadInfo(**load),
-        environment=Environment(**d["environment"]),
+        environment=Environment(**_read_messages(d["environment"], Environment)),
         graded_at=d["graded_at"],
         public_only=d.get("public_only", False),
         hidden_cases=int(d.get("hidden_cases", 0)),

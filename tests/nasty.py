@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from grader.i18n import verbatim
+
 SURROGATE = "notes_\udce9.txt and a lone \ud800"
 """What os.fsdecode(b"notes_\\xe9.txt") gives, and an unpaired high surrogate."""
 NUL = "nul\x00byte"
@@ -41,11 +43,11 @@ def bad_chars(text: str) -> list[str]:
 
 def nasty_report(base, text: str = ALL, big: str = BIG):
     """`base` (a GradeReport) with every field a submission can influence set to nasty text."""
-    cases = [replace(c, message=f"{text} {big}",
-                     evidence=replace(c.evidence, notes=[text, big], traceback=f"{text}\n{big}",
+    cases = [replace(c, message=verbatim(f"{text} {big}"),
+                     evidence=replace(c.evidence, notes=[verbatim(text), verbatim(big)], traceback=f"{text}\n{big}",
                                       expected_dtype=text, actual_dtype=text))
              for c in base.cases]
-    load = replace(base.load, message=text, stdout=f"{MULTILINE}\n{big}", stderr=MULTILINE,
+    load = replace(base.load, message=verbatim(text), stdout=f"{MULTILINE}\n{big}", stderr=MULTILINE,
                    hidden_stdout=MULTILINE, hidden_stderr=MULTILINE,
                    cell_errors=[replace(e, error=text, traceback=MULTILINE) for e in base.load.cell_errors])
     return replace(base, submission=replace(base.submission, id=text, filename=text), cases=cases, load=load)

@@ -99,14 +99,16 @@ def check_fully_masked(student, s: Setup, *, message: str = MESSAGES["fully-mask
             return Verdict.fail("fully-masked-rows", tr("No gradient reached {tensor}: the output must be "
                                                         "differentiable (no .detach(), no torch.no_grad inside).",
                                                         tensor=name[1].lower()))
-        v = check_values(got, Expected(want, None, torch.float32), what=name, concept="fully-masked-rows",
-                         message=tr("{name} is wrong. ", name=name) + MESSAGES["fully-masked-rows"], atol=1e-4, rtol=1e-4)
+        # dQ is the gradient of the loss with respect to q: said where a student meets the name.
+        label = tr("{name} (the gradient with respect to {tensor})", name=name, tensor=name[1].lower())
+        v = check_values(got, Expected(want, None, torch.float32), what=label, concept="fully-masked-rows",
+                         message=tr("{name} is wrong. ", name=label) + MESSAGES["fully-masked-rows"], atol=1e-4, rtol=1e-4)
         if not v.passed:
             if v.evidence.nan_locations:
                 return Verdict.fail("fully-masked-rows", tr("The forward pass is clean but {name} contains NaN: an "
                                                             "-inf row or an additive -inf bias still poisons the "
                                                             "backward pass. Guard the scores before the softmax "
-                                                            "(e.g. torch.where on mask.any(-1)).", name=name), v.evidence)
+                                                            "(e.g. torch.where on mask.any(-1)).", name=label), v.evidence)
             return v
     return Verdict.ok()
 

@@ -279,7 +279,7 @@ def check_decode(student, s: Setup, *, concept: str, on_error: dict[str, str] | 
         if alone is not None and alone.concept == "kv-cache-growth":
             return Verdict.fail("kv-cache-growth", len_message(lengths, want), seen)
         if alone is not None:
-            return Verdict(False, alone.concept, alone.text, seen)
+            return Verdict(False, alone.concept, alone.message, seen)
         c = "kv-cache-append" if len(set(lengths)) == 1 else "kv-cache-growth"
         return Verdict.fail(c, tr("{rule} len(cache) after each step: {lengths}; expected {want}.",
                                   rule=message_for(c), lengths=repr(lengths), want=repr(want)), seen)
@@ -294,7 +294,7 @@ def with_explorer(v: Verdict, s: Setup) -> Verdict:
     if v.passed or not seen or v.concept not in seen["masks"]:
         return v
     e = mask_step_explorer(seen["q"], seen["k"], seen["keep"], seen["masks"][v.concept])
-    return Verdict(False, v.concept, v.message, dataclasses.replace(v.evidence, explorer=e), v.message_i18n)
+    return Verdict(False, v.concept, v.message, dataclasses.replace(v.evidence, explorer=e))
 
 
 def decode_setup(ctx: SetupContext, *, B: int, T: int, d: int, h: int, prefill: int, chunks: list[int],

@@ -13,7 +13,6 @@ Torch-free: finding and reading specs must stay cheap.
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Iterable
 
 from grader.errors import AssignmentSpecError
@@ -21,9 +20,6 @@ from grader.results import Concept
 
 CORE = ("signature", "load-error", "timeout", "crash", "exception", "not-run")
 """Concepts the grader names itself, for any assignment (an assignment may reword them)."""
-
-KEYS = {"id", "title", "explanation", "dashboard"}
-
 
 def builtin() -> dict[str, Concept]:
     """The attention vocabulary every result before per-assignment concepts was graded with."""
@@ -38,29 +34,18 @@ def core() -> dict[str, Concept]:
     return {cid: known[cid] for cid in CORE}
 
 
-def parse(tables: Any, where: str) -> dict[str, Concept]:
-    """``[[concepts]]`` of a spec -> id -> Concept (core concepts first, then the declared ones)."""
-    if tables is None:
+def vocabulary_of(declared: tuple[Concept, ...] | None, where: str) -> dict[str, Concept]:
+    """spec.toml's ``[[concepts]]`` (`SpecFile.concepts`) -> id -> Concept: the declared ones, then
+    the core ones it does not reword."""
+    if declared is None:
         return builtin()  # an assignment written before concepts were declared: the old vocabulary
-    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        raise AssignmentSpecError(f"{where}: `concepts` must be [[concepts]] tables")
     out: dict[str, Concept] = {}
-    seen: set[str] = set()
-    for n, t in enumerate(tables, 1):
-        unknown = set(t) - KEYS
-        missing = {"id", "title", "explanation"} - set(t)
-        if unknown or missing:
-            what = (f"unknown keys {sorted(unknown)}" if unknown else "") + \
-                   ("; " if unknown and missing else "") + (f"missing {sorted(missing)}" if missing else "")
-            raise AssignmentSpecError(f"{where}: [[concepts]] entry {n} ({t.get('id', '?')}): {what} "
-                                      f"(keys: id, title, explanation, dashboard)")
-        cid = str(t["id"])
-        if cid in seen:
-            raise AssignmentSpecError(f"{where}: concept {cid!r} is declared twice")
-        seen.add(cid)
-        out[cid] = Concept(cid, str(t["title"]), str(t["explanation"]), str(t.get("dashboard", "")))
-    for cid, c in core().items():  # after the declared ones: the dashboard breaks ties in this order
-        out.setdefault(cid, c)
+    for c in declared:
+        if c.id in out:
+            raise AssignmentSpecError(f"{where}: concept {c.id!r} is declared twice")
+        out[c.id] = c
+    for cid, core_concept in core().items():  # after the declared ones: the dashboard breaks ties in this order
+        out.setdefault(cid, core_concept)
     return out
 
 

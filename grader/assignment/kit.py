@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from grader.assignment.spec import available, infer, read_spec
+from grader.assignment.spec import available, infer
+from grader.assignment.spec_file import KitInfo, read_spec
 from grader.errors import AssignmentSpecError, GraderError, UnknownAssignment
-from grader.i18n import Msg, tr
-from grader.results import split_message
+from grader.i18n import EMPTY, Msg, tr
 
-KIT_TABLE = "kit"
 SHIPPED_CASE_FILES = ("cases_public.py", "_common.py")
 SPEC_KEYS = ("id", "title", "version", "main_module", "cell_tag", "reference", "lang")
 """Top-level spec keys copied into a kit (an allowlist: anything else an instructor wrote stays home)."""
@@ -44,18 +43,6 @@ CONFTEST = '''\
 # sandbox: one test per case. Choose the file with `pytest --submission my_attention.py`.
 pytest_plugins = ["grader.pytest_plugin"]
 '''
-
-
-@dataclass(frozen=True)
-class KitInfo:
-    """What a kit's spec.toml says about the cases that are not in it, and about its starters."""
-
-    hidden_cases: int
-    hidden_points: float
-    submission: str
-    """The starter .py file name (the assignment's main module)."""
-    starters: dict[str, str] = field(default_factory=dict)
-    """Starter file name -> ``code_fingerprint`` as released: tells an untouched starter from work."""
 
 
 @dataclass(frozen=True)
@@ -73,14 +60,7 @@ class Kit:
 
 def kit_info(folder: Path) -> KitInfo | None:
     """The ``[kit]`` table of an assignment folder, or None for a full (instructor) assignment."""
-    table = read_spec(folder).get(KIT_TABLE)
-    if not isinstance(table, dict):
-        return None
-    starters = table.get("starters") if isinstance(table.get("starters"), dict) else {}
-    return KitInfo(hidden_cases=int(table.get("hidden_cases", 0)),
-                   hidden_points=float(table.get("hidden_points", 0.0)),
-                   submission=str(table.get("submission", "")),
-                   starters={str(k): str(v) for k, v in starters.items()})
+    return read_spec(folder).kit
 
 
 # --- untouched starters (torch-free) ---------------------------------------------------------
@@ -136,17 +116,7 @@ class Choice:
 
     main: str | None
     """The file to grade, relative to the folder (None: leave it to the loader's rules)."""
-    note: str = ""
-    """In English; a `Msg` given here moves to ``note_i18n``."""
-    note_i18n: Msg | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        split_message(self, "note", "note_i18n")
-
-    @property
-    def text(self) -> Msg | str:
-        """The note, translatable where it was given as a `Msg`."""
-        return self.note_i18n if self.note_i18n is not None else self.note
+    note: Msg = EMPTY
 
 
 def choose_main(folder: Path, main_module: str, starters: dict[str, str]) -> Choice:
@@ -172,11 +142,11 @@ def choose_main(folder: Path, main_module: str, starters: dict[str, str]) -> Cho
                                   graded=main_module, py=py, nb=nb))
 
 
-def untouched_note(path: Path, starters: dict[str, str]) -> Msg | str:
+def untouched_note(path: Path, starters: dict[str, str]) -> Msg:
     """For a single file that is the untouched starter while its .py/.ipynb twin was changed:
-    the command for the file the student works in ("" otherwise)."""
+    the command for the file the student works in (empty otherwise)."""
     if path.is_dir() or not is_untouched(path, starters):
-        return ""
+        return EMPTY
     twin = path.with_suffix(".ipynb" if path.suffix == ".py" else ".py")
     if twin.is_file() and not is_untouched(twin, starters):
         return tr("{file} is the starter as released (unchanged); your work seems to be in {twin}: grader check "
@@ -258,7 +228,7 @@ def language_near(submission: Path | None, assignment: str | None = None) -> str
     langs = set()
     for folder in folders:
         try:
-            langs.add(read_spec(folder).get("lang"))
+            langs.add(read_spec(folder).lang)
         except GraderError:
             continue
     return langs.pop() if len(langs) == 1 and None not in langs else None

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
-from typing import Any
 
 from grader.errors import AssignmentSpecError
 
@@ -22,13 +21,11 @@ SEED_FILE = "seed.secret"
 SEED_BITS = 128
 
 
-def assignment_seed(spec: dict[str, Any], folder: Path) -> int:
-    """spec.toml's ``seed``, else the one kept in ``seed.secret`` (drawn and written on first use)."""
-    if "seed" in spec:
-        value = spec["seed"]
-        if type(value) is not int or value < 0:
-            raise AssignmentSpecError(f"{folder / 'spec.toml'}: seed must be a non-negative integer, got {value!r}")
-        return value
+def assignment_seed(seed: int | None, folder: Path) -> int:
+    """spec.toml's ``seed`` (`SpecFile.seed`, checked there), else the one kept in ``seed.secret``
+    (drawn and written on first use)."""
+    if seed is not None:
+        return seed
     path = folder / SEED_FILE
     try:
         return _read(path)

@@ -19,29 +19,21 @@ import importlib.util
 import os
 import re
 import sys
-import tomllib
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from grader.errors import AssignmentSpecError, GraderError, UnknownAssignment
 from grader.assignment.seed import assignment_seed
-from grader.i18n import LANGUAGES, add_assignment_locales, normalise, tr
+from grader.assignment.spec_file import EntryPoint, SpecFile, read_spec
+from grader.i18n import add_assignment_locales, tr
 
 if TYPE_CHECKING:  # finding and reading specs stays torch-free: `grader check` starts faster
     from grader.cases import Case, CaseInstance
     from grader.results import Concept
 
 CASE_FILES = ("cases_public.py", "cases_hidden.py")
-
-
-@dataclass(frozen=True)
-class EntryPoint:
-    name: str
-    kind: str
-    """"function" or "class"."""
-    signature: str
 
 
 @dataclass(frozen=True)
@@ -57,7 +49,8 @@ class Assignment:
     """When set, only notebook cells carrying this tag are graded."""
     entry_points: tuple[EntryPoint, ...]
     cases: tuple[Case, ...]
-    limits: dict = field(default_factory=dict)
+    limits: dict[str, int | float] = field(default_factory=dict)
+    """spec.toml's ``[limits]`` (`SpecFile.limits`)."""
     concepts: dict[str, Concept] = field(default_factory=dict)
     """Diagnosis vocabulary: the grader's core concepts and those spec.toml declares (by id)."""
     reference: str = "reference"
@@ -103,25 +96,6 @@ def available() -> dict[str, Path]:
     return found
 
 
-def _lang(spec: dict[str, Any], folder: Path) -> str | None:
-    value = spec.get("lang")
-    if value is None:
-        return None
-    found = normalise(str(value))
-    if found is None:
-        raise AssignmentSpecError(f"{folder / 'spec.toml'}: lang = {value!r} is not a language the grader "
-                                  f"speaks; use one of: {', '.join(LANGUAGES)}")
-    return found
-
-
-def read_spec(folder: Path) -> dict[str, Any]:
-    """The parsed spec.toml of an assignment folder (no case is imported)."""
-    try:
-        return tomllib.loads((folder / "spec.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise AssignmentSpecError(f"{folder / 'spec.toml'}: {e}") from e
-
-
 def infer(submission: Path, candidates: dict[str, Path]) -> Path:
     """The one candidate folder whose entry points the submission defines (read as text, never run)."""
     try:
@@ -133,7 +107,7 @@ def infer(submission: Path, candidates: dict[str, Path]) -> Path:
         raise GraderError(tr("cannot read {path}: {reason}", path=str(submission), reason=str(e.strerror or e))) from e
     matches, partial = [], []
     for name, folder in sorted(candidates.items()):
-        eps = [e.get("name", "") for e in read_spec(folder).get("entry_points", [])]
+        eps = [e.name for e in read_spec(folder).entry_points]
         found = sum(bool(re.search(rf"\b(def|class)\s+{re.escape(e)}\b", text)) for e in eps)
         if eps and found == len(eps):
             matches.append((name, folder))
@@ -224,41 +198,41 @@ def load_assignment(name_or_path: str | Path) -> Assignment:
             raise UnknownAssignment(str(name_or_path), list(known))
         folder = known[str(name_or_path)]
     spec = read_spec(folder)
-    try:
-        aid = spec["id"]
-        package = "grader_assignment_" + "".join(ch if ch.isalnum() else "_" for ch in f"{aid}_{spec['version']}")
-        from grader.assignment import concepts as vocab
+    for key in ("id", "version"):
+        if getattr(spec, key) is None:
+            raise AssignmentSpecError(f"{spec.path}: missing required key {key!r} in the top table")
+    return _assignment(folder, spec)
 
-        concepts = vocab.parse(spec.get("concepts"), str(folder / "spec.toml"))
-        ref = str(spec.get("reference", "reference"))
-        ref_file = None
-        if ref.endswith(".py"):  # the assignment's own reference, imported as a submodule of its package
-            ref_file = folder / ref
-            ref = f"{package}.{Path(ref).stem}"
-        stored = folder / "expected.safetensors"
-        kit = isinstance(spec.get("kit"), dict) and stored.is_file()
-        if ref_file is not None and not kit and not ref_file.is_file():
-            raise AssignmentSpecError(f"{folder / 'spec.toml'}: reference = {ref_file.name!r}, but there is no "
-                                      f"{ref_file}")
-        cases = _import_cases(folder, package, kit_reference=ref if kit else None)
-        for c in cases:
-            for cid in (c.concept, *c.on_error.values()):
-                if cid not in concepts:
-                    raise AssignmentSpecError(vocab.unknown(cid, concepts, f"{c.where()}: case {c.id!r}"))
-        ids = [i.id for c in cases for i in c.instances()]
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
-        if dupes:
-            raise AssignmentSpecError(f"{folder}: duplicate case ids: {', '.join(dupes)}")
-        add_assignment_locales(folder / "locales")  # its case titles and messages, in other languages
-        return Assignment(
-            id=aid, title=spec.get("title", aid), version=str(spec["version"]), seed=assignment_seed(spec, folder),
-            dir=folder, main_module=spec.get("main_module", "submission.py"),
-            cell_tag=spec.get("cell_tag") or None,
-            entry_points=tuple(EntryPoint(e["name"], e["kind"], e["signature"]) for e in spec.get("entry_points", [])),
-            cases=tuple(cases), limits=dict(spec.get("limits", {})),
-            concepts=concepts,
-            reference=ref, reference_file=ref_file if not kit else None, stored=stored if kit else None,
-            lang=_lang(spec, folder),
-        )
-    except KeyError as e:
-        raise AssignmentSpecError(f"{folder / 'spec.toml'}: missing required key {e}") from e
+
+def _assignment(folder: Path, spec: SpecFile) -> Assignment:
+    aid, version = str(spec.id), str(spec.version)
+    package = "grader_assignment_" + "".join(ch if ch.isalnum() else "_" for ch in f"{aid}_{version}")
+    from grader.assignment import concepts as vocab
+
+    concepts = vocab.vocabulary_of(spec.concepts, str(spec.path))
+    ref = spec.reference or "reference"
+    ref_file = None
+    if ref.endswith(".py"):  # the assignment's own reference, imported as a submodule of its package
+        ref_file = folder / ref
+        ref = f"{package}.{Path(ref).stem}"
+    stored = folder / "expected.safetensors"
+    kit = spec.kit is not None and stored.is_file()
+    if ref_file is not None and not kit and not ref_file.is_file():
+        raise AssignmentSpecError(f"{spec.path}: reference = {ref_file.name!r}, but there is no {ref_file}")
+    cases = _import_cases(folder, package, kit_reference=ref if kit else None)
+    for c in cases:
+        for cid in (c.concept, *c.on_error.values()):
+            if cid not in concepts:
+                raise AssignmentSpecError(vocab.unknown(cid, concepts, f"{c.where()}: case {c.id!r}"))
+    ids = [i.id for c in cases for i in c.instances()]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise AssignmentSpecError(f"{folder}: duplicate case ids: {', '.join(dupes)}")
+    add_assignment_locales(folder / "locales")  # its case titles and messages, in other languages
+    return Assignment(
+        id=aid, title=spec.title or aid, version=version, seed=assignment_seed(spec.seed, folder),
+        dir=folder, main_module=spec.main_module or "submission.py", cell_tag=spec.cell_tag or None,
+        entry_points=spec.entry_points, cases=tuple(cases), limits=dict(spec.limits), concepts=concepts,
+        reference=ref, reference_file=ref_file if not kit else None, stored=stored if kit else None,
+        lang=spec.lang,
+    )

@@ -8,15 +8,16 @@ them, imports what it does not ship, or carries a line of the reference's code.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
 from pathlib import Path
 from typing import Any
 
-from grader.assignment.kit import CONFTEST, KIT_TABLE, SHIPPED_CASE_FILES, SPEC_KEYS, Kit, KitInfo, starter_fingerprints
+from grader.assignment.kit import CONFTEST, SHIPPED_CASE_FILES, SPEC_KEYS, Kit, starter_fingerprints
 from grader.assignment.seed import kit_seed
-from grader.assignment.spec import read_spec
+from grader.assignment.spec_file import KIT_TABLE, KitInfo, SpecFile, read_spec
 from grader.errors import AssignmentSpecError, GraderError
 from grader.i18n import DEFAULT, N_, Msg, normalise, ntr, tr, translate
 from grader.i18n.documents import translate_markdown, translate_notebook
@@ -34,21 +35,21 @@ def _toml_value(v: Any) -> str:
     raise AssignmentSpecError(f"spec.toml: cannot copy value {v!r} into the kit")
 
 
-def kit_spec_text(spec: dict[str, Any], *, seed: int, info: KitInfo) -> str:
+def kit_spec_text(spec: SpecFile, *, seed: int, info: KitInfo) -> str:
     """spec.toml for the kit: the allowlisted keys, its own seed, limits, entry points, and [kit]."""
     lines = ["# Student kit: public cases only. The hidden cases run at grading time."]
     for key in SPEC_KEYS:
-        if spec.get(key) not in (None, ""):
-            lines.append(f"{key} = {_toml_value(spec[key])}")
+        value = getattr(spec, key)
+        if value not in (None, ""):
+            lines.append(f"{key} = {_toml_value(value)}")
     lines.append(f"seed = {seed}")
-    limits = spec.get("limits") or {}
-    if limits:
-        lines += ["", "[limits]"] + [f"{k} = {_toml_value(v)}" for k, v in limits.items()]
-    for ep in spec.get("entry_points", []):
-        lines += ["", "[[entry_points]]"] + [f"{k} = {_toml_value(ep[k])}" for k in ("name", "kind", "signature")]
-    for c in spec.get("concepts", []):
-        lines += ["", "[[concepts]]"] + [f"{k} = {_toml_value(c[k])}" for k in ("id", "title", "explanation", "dashboard")
-                                         if k in c]
+    if spec.limits:
+        lines += ["", "[limits]"] + [f"{k} = {_toml_value(v)}" for k, v in spec.limits.items()]
+    for ep in spec.entry_points:
+        lines += ["", "[[entry_points]]"] + [f"{k} = {_toml_value(getattr(ep, k))}" for k in ("name", "kind", "signature")]
+    for c in spec.concepts or ():
+        lines += ["", "[[concepts]]"] + [f"{k} = {_toml_value(getattr(c, k))}" for k in ("id", "title", "explanation", "dashboard")
+                                         if k != "dashboard" or c.dashboard]
     lines += ["", f"[{KIT_TABLE}]", f"hidden_cases = {info.hidden_cases}",
               f"hidden_points = {_toml_value(float(info.hidden_points))}",
               f"submission = {_toml_value(info.submission)}"]
@@ -256,11 +257,11 @@ def release(assignment, out: Path, *, verify: bool = True, lang: str | None = No
     src = assignment.dir
     spec = read_spec(src)
     if lang is not None:
-        spec["lang"] = lang
-    kit_lang = normalise(spec.get("lang")) or DEFAULT
-    if KIT_TABLE in spec:
+        spec = dataclasses.replace(spec, lang=normalise(lang) or lang)
+    kit_lang = normalise(spec.lang) or DEFAULT
+    if spec.kit is not None:
         raise GraderError(f"{src} is already a student kit; release from the instructor's assignment folder")
-    bad_imports = unshipped_imports(src, str(spec.get("reference", "")))
+    bad_imports = unshipped_imports(src, spec.reference or "")
     if bad_imports:
         raise AssignmentSpecError(f"refusing to release {assignment.id}: " + "; ".join(bad_imports))
     starters = sorted(p for p in (src / "starter").glob("*") if p.is_file()) if (src / "starter").is_dir() else []
@@ -326,7 +327,7 @@ def release(assignment, out: Path, *, verify: bool = True, lang: str | None = No
         checked = report.score.display_percent()
         if report.score.earned != report.score.possible:
             shutil.rmtree(out)
-            bad = "; ".join(f"{c.id} ({c.outcome.value}: {c.message[:200]})" for c in report.cases
+            bad = "; ".join(f"{c.id} ({c.outcome.value}: {str(c.message)[:200]})" for c in report.cases
                             if c.outcome.value != "passed")
             raise AssignmentSpecError(f"refusing to release {assignment.id}: the kit's self-check gives the "
                                       f"reference {report.score.display_percent()}: {bad}")

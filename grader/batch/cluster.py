@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 
 from grader.batch.backend import Ready, Todo
-from grader.batch.config import Event
+from grader.batch.config import Event, EventKind
 from grader.batch.cluster_pool import ClusterPool
 from grader.batch.cluster_spec import ClusterSpec
 from grader.batch.recording import Tally
@@ -55,7 +55,7 @@ class ClusterBackend:
         recorded: set[LedgerKey] = set()
         for key, report, seconds, error in self.pool.grade(todo, stop):
             while self.pool.notices:  # a worker's result refused and graded again here
-                tally.on_event(Event("warning", tally.done, tally.total, key.student_id,
+                tally.on_event(Event(EventKind.WARNING, tally.done, tally.total, key.student_id,
                                      message=self.pool.notices.pop(0)))
             if key in recorded:  # Dask may re-run a task whose worker died after it finished
                 continue

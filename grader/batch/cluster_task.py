@@ -19,7 +19,7 @@ def pack(sub, student_id: str) -> dict:
     from grader.submission.load import read_folder
 
     payload = {"student_id": student_id, "name": Path(sub.path).name, "kind": sub.kind, "sha256": sub.sha256,
-               "data": None, "files": None, "error": sub.error}
+               "data": None, "files": None, "error": None if sub.error is None else sub.error.to_list()}
     if sub.error is None:
         if sub.kind == "folder":
             payload["files"] = read_folder(sub.path)
@@ -31,13 +31,14 @@ def pack(sub, student_id: str) -> dict:
 def unpack(payload: dict, *, main_module: str, cell_tag: str | None, intake=None):
     """The payload written into a private temp dir and read there behind the intake's boundary
     (`grader.submission.intake`; `intake`: a reader kept for the worker's tasks)."""
+    from grader.i18n import Msg
     from grader.submission.intake import load_bounded
     from grader.submission.load import LoadedSubmission
 
     name = payload["name"]
     if payload["error"] is not None:
         return LoadedSubmission(id=payload["student_id"], path=name, kind=payload["kind"],
-                                sha256=payload["sha256"], error=payload["error"])
+                                sha256=payload["sha256"], error=Msg.from_list(payload["error"]))
     if "/" in name or name in ("", ".", ".."):
         raise ValueError(f"bad submission name {name!r}")
     tmp = tempfile.mkdtemp(prefix="grader-task-")

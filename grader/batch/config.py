@@ -3,6 +3,7 @@ what it did (`BatchResult`)."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,23 +46,47 @@ class BatchConfig:
     accept_isolation: str | None = None
     """The weaker sandbox level the instructor accepts where the self-test proves less than the
     level claims (``--accept-isolation``); every result records it."""
+    isolation: str | None = None
+    """How local workers start (``--isolation``): "auto", "portable", or None (``GRADER_ISOLATION``,
+    else "auto"). A cluster's workers choose by their own environment."""
     folders_are_submissions: bool = False
     """Each folder in `paths` is one student's submission, not a folder of submissions."""
     newest: bool = False
     """Of several submissions giving one LMS student id, grade only the newest (else each under its own id)."""
     cache_dir: Path | None = None
     """Where the reference setups are kept between runs (``--cache-dir``; None: ``--no-cache``)."""
+    batch_cpus: float | None = None
+    """CPUs all the local slots' workers may use at once, pre-started ones included (``--batch-cpus``;
+    None: one per slot)."""
+    batch_memory_bytes: int | None = None
+    """Memory they may use at once (``--batch-memory``; None: one worker's cap per slot)."""
+
+
+class EventKind(str, enum.Enum):
+    """What a batch progress `Event` reports."""
+
+    WAITING = "waiting"
+    """For another run's lock on the output folder (``message`` says whose)."""
+    PLAN = "plan"
+    """Before grading: how many to grade, how many the ledger holds (``message``: why some are graded again)."""
+    READY = "ready"
+    """The sandboxes started (``seconds`` it took, ``message`` the isolation, ``reused`` the slots)."""
+    WARNING = "warning"
+    """``message`` says what: the batch's layout, before grading; what the sandbox cannot bound here."""
+    GRADED = "graded"
+    """One submission graded (``report``)."""
+    ERROR = "error"
+    """The grader could not grade one submission (``message`` says why)."""
+    STOPPING = "stopping"
+    """Interrupted: finishing what runs, grading nothing new."""
 
 
 @dataclass(frozen=True)
 class Event:
-    """Progress, for the command to show: one per finished submission (kind "graded" or "error")."""
+    """Progress, for the command to show: one per finished submission (GRADED or ERROR) and a few
+    around them."""
 
-    kind: str
-    """"waiting" (for another run's lock; message says whose), "plan" (before grading), "ready" (the
-    sandboxes started: seconds it took, message the isolation), "warning" (message says what: the
-    batch's layout, before grading; what the sandbox cannot bound here, once after "ready"),
-    "graded", "error" (the grader could not grade it; message says why) or "stopping"."""
+    kind: EventKind
     done: int
     total: int
     """Submissions to grade in this run (those the ledger already holds are not counted)."""

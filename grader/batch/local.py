@@ -26,18 +26,24 @@ from grader.batch.recording import Tally
 from grader.errors import GraderError
 from grader.grading.engine import Engine, limits_for
 from grader.grading.factory import EarlySandbox, batch_engines, reference_setups
-from grader.sandbox import Sandbox
+from grader.sandbox import Budget, Limits, Sandbox
 
 
 class LocalBackend:
     """`cfg.jobs` slots here: forked processes on the CPU on Linux (fork()-safe there), else threads."""
 
     def __init__(self, assignment: Assignment, device: torch.device, jobs: int, *, debug: bool = False,
-                 lang: str | None = None, accept_isolation: str | None = None, cache_dir: Path | None = None):
+                 lang: str | None = None, accept_isolation: str | None = None, cache_dir: Path | None = None,
+                 isolation: str | None = None, batch_cpus: float | None = None,
+                 batch_memory_bytes: int | None = None):
         self.assignment, self.device, self.jobs, self.debug = assignment, device, jobs, debug
         self.accept_isolation = accept_isolation
         self.cache_dir = cache_dir
         """Where the reference setups are kept between runs (None: computed every run)."""
+        self.isolation = isolation
+        """How the workers start (``--isolation``; None: ``GRADER_ISOLATION``, else auto)."""
+        self.batch_cpus, self.batch_memory_bytes = batch_cpus, batch_memory_bytes
+        """What all the slots' workers may use at once (None: one CPU and one memory cap per slot)."""
         self.lang = lang
         """The students' feedback language the reports record (``--lang``)."""
         self.engines: list[Engine] = []
@@ -52,8 +58,10 @@ class LocalBackend:
         sandbox: Sandbox | None = None
         early: EarlySandbox | None = None
         try:
-            early = EarlySandbox(limits_for(self.assignment), str(self.device), warm_meta=True,
-                                 accept_isolation=self.accept_isolation)
+            limits = limits_for(self.assignment)
+            early = EarlySandbox(limits, str(self.device), warm_meta=True, accept_isolation=self.accept_isolation,
+                                 isolation=self.isolation,
+                                 budget=batch_budget(limits, n, self.batch_cpus, self.batch_memory_bytes))
             setups = reference_setups(self.assignment, self.device, public_only=False, cache_dir=self.cache_dir)
             sandbox = start_sandbox(early)
             self.engines = batch_engines(self.assignment, sandbox, self.device, 1 if self.forked else n,
@@ -78,6 +86,20 @@ class LocalBackend:
 def no_cgroup_warning(sandbox: Sandbox) -> str:
     """What a batch says once at start-up where no cgroup bounds the workers ("" where one does)."""
     return "" if "cgroup" in sandbox.features else f"the sandbox bounds less here than it should: {sandbox.limits_note}."
+
+
+def batch_budget(limits: Limits, slots: int, cpus: float | None, memory_bytes: int | None) -> Budget:
+    """What the batch's workers may use together: by default one CPU and one worker's memory cap
+    per slot, however many workers the slots keep alive at once (each also starts its next one
+    early). An operator error where a budget is below what one worker may use."""
+    budget = Budget(cpus=cpus if cpus is not None else float(slots) * limits.cpu_quota,
+                    memory_bytes=memory_bytes if memory_bytes is not None else slots * limits.memory_bytes)
+    if budget.cpus < limits.cpu_quota or budget.memory_bytes < limits.memory_bytes:
+        raise GraderError(f"--batch-cpus {format(budget.cpus, 'g')} / --batch-memory "
+                          f"{format(budget.memory_bytes / (1 << 30), '.3g')}G is less than one worker may use "
+                          f"({format(limits.cpu_quota, 'g')} CPU, {format(limits.memory_bytes / (1 << 30), '.3g')}G): "
+                          "give the batch at least that")
+    return budget
 
 
 def start_sandbox(early: EarlySandbox) -> Sandbox:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
 
-from grader.batch.config import BatchConfig, BatchResult, Event
+from grader.batch.config import BatchConfig, BatchResult, Event, EventKind
 from grader.errors import OutputNotWritable
 from grader.records.gradebook import Gradebook
 from grader.records.ledger import Ledger, LedgerKey
@@ -81,14 +81,14 @@ class Tally:
         if report is None:  # a grader fault: not recorded, retried by the next run
             self.failing += 1
             self.result.errors.append((key.student_id, error))
-            self.on_event(Event("error", self.done, self.total, key.student_id, None, seconds, self.failing, error))
+            self.on_event(Event(EventKind.ERROR, self.done, self.total, key.student_id, None, seconds, self.failing, error))
             return
         record(self.cfg, self.ledger, self.book, self.run_id, key, report, data)
         self.result.pages_written.add(report.submission.id)
         self.result.graded += 1
         self.result.failed_to_load += not report.load.ok
         self.failing += report.score.earned < report.score.possible
-        self.on_event(Event("graded", self.done, self.total, key.student_id, report, seconds, self.failing))
+        self.on_event(Event(EventKind.GRADED, self.done, self.total, key.student_id, report, seconds, self.failing))
 
 
 def record(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, key: LedgerKey,

@@ -21,7 +21,7 @@ import torch
 from grader import __version__
 from grader.assignment.fingerprint import fingerprint
 from grader.batch.backend import Backend, Todo
-from grader.batch.config import BatchConfig, BatchResult, Event
+from grader.batch.config import BatchConfig, BatchResult, Event, EventKind
 from grader.batch.interrupts import Interrupts
 from grader.batch.local import LocalBackend
 from grader.batch.output_lock import OutputLock, prepare_output
@@ -55,12 +55,12 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
         raise GraderError(str(e)) from e
     out = prepare_output(cfg.out_dir)
     result = BatchResult(out_dir=out, gradebook=cfg.gradebook or out / GRADEBOOK_NAME)
-    with OutputLock(out, wait=cfg.wait, on_wait=lambda h: on_event(Event("waiting", 0, 0, message=h))):
+    with OutputLock(out, wait=cfg.wait, on_wait=lambda h: on_event(Event(EventKind.WAITING, 0, 0, message=h))):
         found = discover(cfg.paths, exclude=out, folders_are_submissions=cfg.folders_are_submissions,
                          newest=cfg.newest)
         result.found = len(found.submissions)
         for warning in found.warnings:
-            on_event(Event("warning", 0, 0, message=warning))
+            on_event(Event(EventKind.WARNING, 0, 0, message=warning))
         # Each student's files read behind the intake's boundary, never in this loop's process.
         subs = [intake.load(f.path, main_module=a.main_module, cell_tag=a.cell_tag) for f in found.submissions]
         intake.close()
@@ -80,7 +80,9 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
             try:
                 todo = reuse(cfg, ledger, book, run_id, keys, subs, result)
                 backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang,
-                                        accept_isolation=cfg.accept_isolation, cache_dir=cfg.cache_dir)
+                                        accept_isolation=cfg.accept_isolation, cache_dir=cfg.cache_dir,
+                                        isolation=cfg.isolation, batch_cpus=cfg.batch_cpus,
+                                        batch_memory_bytes=cfg.batch_memory_bytes)
                            if spec is None
                            else _cluster_backend(spec, a, dev, cfg))
                 tally = Tally(cfg, ledger, book, run_id, result, on_event, len(todo))
@@ -103,19 +105,19 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
 def _grade(backend: Backend, todo: Todo, tally: Tally, on_event: Callable[[Event], None]) -> None:
     """The run loop every back-end shares: plan, start the slots, grade, note an interruption."""
     total, result = len(todo), tally.result
-    on_event(Event("plan", 0, total, reused=result.reused, message=regrade_reasons(tally.cfg.assignment.id,
+    on_event(Event(EventKind.PLAN, 0, total, reused=result.reused, message=regrade_reasons(tally.cfg.assignment.id,
                                                                                   result.regraded)))
     if not todo:
         return
     stop = threading.Event()
     t_start = time.perf_counter()
-    with Interrupts(lambda: (stop.set(), on_event(Event("stopping", 0, total)))) as interrupts, \
+    with Interrupts(lambda: (stop.set(), on_event(Event(EventKind.STOPPING, 0, total)))) as interrupts, \
             backend.start(total, stop) as ready:
         result.isolation = ready.isolation
         mark("slots.start")
         if ready.warning:
-            on_event(Event("warning", 0, total, message=ready.warning))
-        on_event(Event("ready", 0, total, seconds=time.perf_counter() - t_start, message=ready.message,
+            on_event(Event(EventKind.WARNING, 0, total, message=ready.warning))
+        on_event(Event(EventKind.READY, 0, total, seconds=time.perf_counter() - t_start, message=ready.message,
                        reused=ready.slots))
         backend.grade(todo, tally, stop)
         result.interrupted = interrupts.requested and tally.done < total

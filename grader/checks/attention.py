@@ -249,6 +249,6 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
             "Your weights differ from the reference, and no mistake this case knows reproduces them (the evidence "
             "shows where). What this case checks: ") + message
         return Verdict.fail(concept_of(specific) if specific else concept, msg,
-                            evidence_of(cw, notes=[tr("{what}: {reason}", what="weights", reason=cw.reason_text)], **extra))
+                            evidence_of(cw, notes=[tr("{what}: {reason}", what="weights", reason=cw.reason)], **extra))
     return Verdict.fail(concept, tr("Your attention weights are right, but the output is not weights @ v. ") + message,
-                        evidence_of(co, notes=[tr("{what}: {reason}", what="out", reason=co.reason_text)]))
+                        evidence_of(co, notes=[tr("{what}: {reason}", what="out", reason=co.reason)]))

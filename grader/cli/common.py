@@ -28,6 +28,18 @@ def lang_option(fn):
                              "else the locale (LC_ALL/LANG), else en].")(fn)
 
 
+def isolation_option(fn):
+    """``--isolation auto|portable`` (else ``GRADER_ISOLATION``): how the sandboxed worker is started."""
+    return click.option(
+        "--isolation", "isolation", type=click.Choice(["auto", "portable"]), default=None,
+        envvar="GRADER_ISOLATION", show_envvar=True,
+        help="How your code's worker process is started. auto: the strongest jail this machine has "
+             "(Linux: namespaces, Landlock, seccomp, cgroups); on Windows and macOS the portable worker. "
+             "portable: a fresh Python process over pipes, time limits by killing its process tree, "
+             "memory polled; it hides no file from the code (README: Isolation by platform) "
+             "[default: auto].")(fn)
+
+
 def dashboard_lang_option(fn):
     return click.option("--dashboard-lang", "dashboard_lang", type=click.Choice(LANGUAGES), default=None,
                         help="Language of the class dashboard (index.html) [default: the locale, else en], "
@@ -171,10 +183,10 @@ def resolve_assignment(name: str | None, submission: Path | None = None) -> Assi
     return infer_assignment(submission)
 
 
-def prestart_sandbox(device: str, *, warm_meta: bool = False) -> None:
+def prestart_sandbox(device: str, *, warm_meta: bool = False, isolation: str | None = None) -> None:
     """Start the sandbox's zygote now, before this process imports torch, so the two imports run
     side by side; the Sandbox made later adopts it, and when the command ends first (a usage
-    error) it is stopped with the command."""
+    error) it is stopped with the command. (The portable worker has no zygote.)"""
     from grader.grading.factory import prestart_zygote
 
-    click.get_current_context().call_on_close(prestart_zygote(device, warm_meta=warm_meta))
+    click.get_current_context().call_on_close(prestart_zygote(device, warm_meta=warm_meta, isolation=isolation))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from grader.cli.common import ExitCode, cache_folder, cache_options, dashboard_lang_option, lang_option, operator_errors
+from grader.cli.common import (ExitCode, cache_folder, cache_options, dashboard_lang_option, isolation_option,
+                               lang_option, operator_errors)
 from grader.cli.courses import canvas_column_option, course_options, echo_lms, echo_similarity
 from grader.cli.progress import Progress
 from grader.cli.progress import shown as _shown
@@ -18,6 +19,29 @@ from grader.timings import mark
 
 
 # --- grader grade ------------------------------------------------------------------------------
+
+class _Size(click.ParamType):
+    """A number of bytes written as 16G, 512M, 2GiB or plain bytes."""
+
+    name = "size"
+    _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+    def convert(self, value, param, ctx):  # noqa: ANN001 - click's signature
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower().removesuffix("ib").removesuffix("b")
+        unit = text[-1:] if text[-1:] in self._UNITS else ""
+        try:
+            number = float(text[:-1] if unit else text)
+        except ValueError:
+            self.fail(f"{value!r} is not a size (write it as 16G, 512M or a number of bytes)", param, ctx)
+        if number <= 0:
+            self.fail(f"{value!r} is not a size above zero", param, ctx)
+        return int(number * self._UNITS[unit])
+
+
+SIZE = _Size()
+
 
 @click.command()
 @click.argument("submissions", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -44,6 +68,12 @@ from grader.timings import mark
 @click.option("--accept-isolation", "accept_isolation", metavar="LEVEL", default=None,
               help="Grade with this weaker sandbox level where the start-up self-test proves less than the "
                    "level claims (the error names it); every result records it.")
+@click.option("--batch-cpus", type=click.FloatRange(min=0.01), default=None, metavar="N",
+              help="CPUs all of the batch's workers may use at once, the ones each slot starts early "
+                   "included (a cgroup over them all) [default: one per slot].")
+@click.option("--batch-memory", type=SIZE, default=None, metavar="SIZE",
+              help="Memory all of the batch's workers may use at once, e.g. 16G (past it the largest "
+                   "is ended as over its memory limit) [default: one worker's cap per slot].")
 @click.option("--folders-are-submissions", is_flag=True, help="Each folder in SUBMISSIONS is ONE student's submission.")
 @click.option("--newest", is_flag=True, help="Of several files with one LMS student id, grade only the newest.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per submission and tracebacks of errors.")
@@ -51,13 +81,15 @@ from grader.timings import mark
 @cache_options
 @lang_option
 @dashboard_lang_option
+@isolation_option
 @operator_errors
 def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, jobs: int | None, force: bool,
           release_hidden: bool, device: str, gradebook_path: Path | None, wait: bool, cluster: str | None,
           tls: tuple[str, str, str] | None, insecure_cluster: bool,
-          accept_isolation: str | None, folders_are_submissions: bool, newest: bool, verbose: bool,
+          accept_isolation: str | None, batch_cpus: float | None, batch_memory: int | None,
+          folders_are_submissions: bool, newest: bool, verbose: bool,
           no_similarity: bool, canvas_column: str | None, cache_dir: Path | None, no_cache: bool,
-          lang: str | None, dashboard_lang: str | None) -> None:
+          lang: str | None, dashboard_lang: str | None, isolation: str | None) -> None:
     """Grade a class: every submission in SUBMISSIONS (folders or files), in parallel.
 
     A folder holds one .py, .ipynb or .zip file or one sub-folder per student; the
@@ -67,11 +99,15 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     interrupted run resumes where it stopped. Every run's scores go into the gradebook.
     A folder is a folder of submissions whatever its files are called (--folders-are-submissions:
     one student's); two files of one LMS id are both graded, under ids of their own, with a warning.
+    Each worker gets one CPU and its memory cap; all of them together, the one each slot starts
+    early included, get --batch-cpus and --batch-memory (by default one CPU and one cap per slot),
+    where cgroups can be written (docs/hosts.md).
 
     \b
     Examples:
       grader grade submissions/ -a masked-attention
       grader grade canvas_export/ -a masked-attention -o reports/hw3 -j 4
+      grader grade canvas_export/ -a masked-attention -j 8 --batch-cpus 6 --batch-memory 12G
       grader grade late/alice.py late/bob.ipynb -a masked-attention -o reports/hw3
       grader grade canvas_export/ -a masked-attention -o reports/hw3 --force
       grader grade canvas_export/ -a masked-attention -o reports/hw3 --cluster tls://head-node:8786 \\
@@ -91,7 +127,7 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     if cluster is None:  # the local sandbox's zygote imports torch while this process loads the rest
         from grader.cli.common import prestart_sandbox
 
-        prestart_sandbox(device, warm_meta=True)
+        prestart_sandbox(device, warm_meta=True, isolation=isolation)
     from grader.cli.common import resolve_assignment
     from grader.grading.single import quiet_gc
 
@@ -100,6 +136,9 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         from grader.batch.run import run_batch
     mark("imports")
 
+    if cluster is not None and (batch_cpus is not None or batch_memory is not None):
+        raise click.UsageError("--batch-cpus/--batch-memory bound this machine's slots; with --cluster, bound "
+                               "each worker machine where it runs (docs/cluster.md)")
     if cluster is not None and jobs is not None:
         raise click.UsageError("-j/--jobs and --cluster cannot be combined: the cluster's workers grade in "
                                "parallel (--cluster local:N for N local worker processes)")
@@ -109,8 +148,10 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
                           jobs=jobs or os.cpu_count() or 1, force=force, release_hidden=release_hidden,
                           device=device, gradebook=gradebook_path, wait=wait, debug=verbose, cluster=cluster,
                           lang=lang, dashboard_lang=dashboard_lang, accept_isolation=accept_isolation,
+                          isolation=isolation,
                           cluster_tls=tls or None, insecure_cluster=insecure_cluster,
                           folders_are_submissions=folders_are_submissions, newest=newest,
+                          batch_cpus=batch_cpus, batch_memory_bytes=batch_memory,
                           similarity=not no_similarity, canvas_column=canvas_column,
                           cache_dir=cache_folder(cache_dir, no_cache))
         progress = Progress(verbose=verbose)

@@ -27,9 +27,11 @@ class Progress:
         self._drawn = False
 
     def on_event(self, e) -> None:
-        if e.kind == "waiting":
+        from grader.batch.config import EventKind  # here: batch.config's imports would slow every command's start
+
+        if e.kind is EventKind.WAITING:
             click.echo(f"Waiting for the other run writing to this folder ({e.message}) to finish...", err=True)
-        elif e.kind == "plan":
+        elif e.kind is EventKind.PLAN:
             self.t0 = time.monotonic()
             if e.message:  # why files graded before are graded again
                 click.echo(e.message, err=True)
@@ -39,22 +41,22 @@ class Progress:
             else:
                 reused = f"; {e.reused} unchanged since graded, reused" if e.reused else ""
                 click.echo(f"Grading {e.total} submission(s){reused}.", err=True)
-        elif e.kind == "ready":
+        elif e.kind is EventKind.READY:
             self.t0 = time.monotonic()
             if self.verbose:
                 click.echo(f"{e.reused} sandbox(es) ready in {e.seconds:.1f} s (isolation: {e.message})", err=True)
             self._draw(e)
-        elif e.kind == "warning":
+        elif e.kind is EventKind.WARNING:
             self._clear()
             click.echo(f"Warning: {shown(e.message, 4000)}", err=True)
-        elif e.kind == "stopping":
+        elif e.kind is EventKind.STOPPING:
             self._clear()
             click.echo("Stopping after the submissions in progress (Ctrl-C again to stop now)...", err=True)
-        elif e.kind == "error":
+        elif e.kind is EventKind.ERROR:
             self._clear()
             click.echo(f"[{e.done}/{e.total}] {shown(e.student_id)}: NOT GRADED ({shown(e.message, 2000)})", err=True)
             self._draw(e)
-        elif e.kind == "graded":
+        elif e.kind is EventKind.GRADED:
             if self.tty:
                 self._draw(e)
             else:

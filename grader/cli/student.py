@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import click
 
 from grader.errors import GraderError, OutputNotWritable
-from grader.cli.common import (ExitCode, cache_folder, cache_options, lang_option, operator_errors, prestart_sandbox,
+from grader.cli.common import (ExitCode, cache_folder, cache_options, isolation_option, lang_option,
+                               operator_errors, prestart_sandbox,
                                student_errors)
 from grader.i18n import LANGUAGES, tr
 from grader.report.outdir import writable_dir
@@ -78,9 +79,10 @@ def _exit_now(code: int) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, your code's tracebacks for errors, and up to 40 lines of what it printed (5 without -v).")
 @cache_options
 @lang_option
+@isolation_option
 @student_errors
 def check(submission: Path, assignment: str | None, out_dir: Path, device: str, verbose: bool,
-          cache_dir: Path | None, no_cache: bool, lang: str | None) -> None:
+          cache_dir: Path | None, no_cache: bool, lang: str | None, isolation: str | None) -> None:
     """Check your work on the public cases before you submit.
 
     Runs SUBMISSION (a .py file, a notebook, a folder or a .zip) in a sandboxed process
@@ -103,16 +105,21 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
     """
     # Warm the meta device in the zygote now, beside this process's imports: the public cases try
     # device placement on meta tensors, which would otherwise cost each worker its first meta op.
-    prestart_sandbox(device, warm_meta=True)
+    prestart_sandbox(device, warm_meta=True, isolation=isolation)
     from grader.assignment.kit import locate_assignment
+    from grader.cli.case_progress import CaseProgress
     from grader.grading.single import all_passed, grade_one
     from grader.report.check_text import check_lines
 
     _readable_submission(submission)
     writable_dir(out_dir)
     folder = locate_assignment(assignment, submission)
-    g = grade_one(folder, submission, public_only=True, device=device, close_in_background=True, lang=lang,
-                  cache_dir=cache_folder(cache_dir, no_cache))
+    progress = CaseProgress()
+    try:
+        g = grade_one(folder, submission, public_only=True, device=device, close_in_background=True, lang=lang,
+                      cache_dir=cache_folder(cache_dir, no_cache), isolation=isolation, on_step=progress.step)
+    finally:
+        progress.close()
     try:
         for line in check_lines(g, verbose=verbose):
             click.echo(line)
@@ -198,9 +205,11 @@ def _repo_path(path: Path) -> str:
 @click.option("-v", "--verbose", is_flag=True, help="Tracebacks for errors.")
 @cache_options
 @lang_option
+@isolation_option
 @student_errors
 def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, summary_path: Path | None,
-       device: str, verbose: bool, cache_dir: Path | None, no_cache: bool, lang: str | None) -> None:
+       device: str, verbose: bool, cache_dir: Path | None, no_cache: bool, lang: str | None,
+       isolation: str | None) -> None:
     """Grade a pull request: public and hidden cases, JUnit XML, job summary, annotations.
 
     Prints one GitHub error annotation per failing case (hidden cases by title and concept
@@ -217,7 +226,7 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
     \b
     Exit status: 0 score >= --min-score, 1 below it, 2 usage error.
     """
-    prestart_sandbox(device, warm_meta=True)  # hidden cases run on the meta device (see `check`)
+    prestart_sandbox(device, warm_meta=True, isolation=isolation)  # hidden cases run on the meta device (see `check`)
     _readable_submission(submission)
     _writable_file(junit_path)
     if summary_path is None and os.environ.get("GITHUB_STEP_SUMMARY"):
@@ -233,7 +242,8 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
         raise GraderError(f"{folder} is a student kit (public cases only); grader ci needs the full "
                           "assignment from an instructor-controlled source")
     g = grade_one(folder, submission, public_only=False, device=device, lang=lang,
-                  link_root=_checkout_root(submission), cache_dir=cache_folder(cache_dir, no_cache))
+                  link_root=_checkout_root(submission), cache_dir=cache_folder(cache_dir, no_cache),
+                  isolation=isolation)
     from grader.report import markdown_summary, write_junit
 
     lines, passed = ci_lines(g, min_score=min_score, file=_repo_path(submission))

@@ -15,14 +15,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from grader import untrusted
 from grader.assignment.signatures import call_defaults
 from grader.assignment.spec import Assignment
+from grader.assignment.spec_file import unknown_key
 from grader.cases import CaseInstance, CheckFn, Setup, Verdict
 from grader.checks.diagnose import find_rebinding, wrong_kind_message
 from grader.errors import AssignmentSpecError, GraderError
@@ -44,12 +45,16 @@ from grader.submission.load import LoadedSubmission
 
 def limits_for(assignment: Assignment) -> Limits:
     """The sandbox limits an assignment's spec.toml asks for ([limits] table), over the defaults."""
-    known = {f.name for f in dataclasses.fields(Limits)}
-    unknown = sorted(set(assignment.limits) - known)
-    if unknown:
-        raise AssignmentSpecError(f"{assignment.dir / 'spec.toml'}: unknown limits {', '.join(unknown)}; "
-                                  f"known: {', '.join(sorted(known))}")
-    return Limits(**assignment.limits)
+    fields = {f.name: f for f in dataclasses.fields(Limits)}
+    values: dict[str, Any] = {}  # numbers (spec_file checks that); a whole number where Limits says int
+    for key, value in assignment.limits.items():
+        if key not in fields:
+            raise unknown_key(assignment.dir / "spec.toml", key, "[limits]", list(fields))
+        if fields[key].type in (int, "int") and not isinstance(value, int):
+            raise AssignmentSpecError(f"{assignment.dir / 'spec.toml'}: {key} in [limits] must be a whole number, "
+                                      f"got {value!r}")
+        values[key] = value
+    return Limits(**values)
 
 
 class Engine:
@@ -79,6 +84,9 @@ class Engine:
         self._reference_runs: dict[str, bool] = {}
         """Case instance id -> whether the trusted reference gets through the case's calls (see
         `reference_runs`); filled when first needed."""
+        self.on_step: Callable[[str | Msg | None, float, str], None] | None = None
+        """Told what runs now, its time limit in seconds and the feedback's language: loading the
+        code, then each case by its title, then None (``grader check``'s progress line)."""
         self._stored = assignment.stored is not None
         if assignment.stored is not None:  # a student kit: the reference ran at release time, its results are here
             from grader.grading import stored
@@ -144,24 +152,29 @@ class Engine:
         if sub.error:
             if worker is not None:
                 _end(worker, wait_for_exit)
-            return self.report_without_results(info, "load-error", sub.error_i18n if sub.error_i18n is not None
-                                               else untrusted.text(sub.error, 4000))
+            return self.report_without_results(info, "load-error", sub.error)
+        self._step(tr("loading your code"), self.sandbox.limits.import_timeout_s)
         worker = self.sandbox.open(sub) if worker is None else self.sandbox.open(sub, started=worker)
         output = OutputSplit()
         try:
             if not worker.load.ok:
                 # Decided by what ended loading (the sandbox's own exception), never by its wording.
                 concept = "timeout" if isinstance(worker.load.failure, WorkerTimeout) else "load-error"
-                results = all_failed(self.assignment, self.instances, concept, worker.load.text)
+                results = all_failed(self.assignment, self.instances, concept, worker.load.message)
             else:
                 results, worker = self._run_cases(sub, worker, output=output)
             (stdout, stderr), (hidden_out, hidden_err) = output.split(worker)
-            load = LoadInfo(ok=worker.load.ok, message=worker.load.text,
+            load = LoadInfo(ok=worker.load.ok, message=worker.load.message,
                             cell_errors=[labelled(e, sub) for e in worker.load.cell_errors],
                             stdout=stdout, stderr=stderr, hidden_stdout=hidden_out, hidden_stderr=hidden_err)
         finally:
+            self._step(None, 0.0)
             _end(worker, wait_for_exit)
         return self._report(info, results, load)
+
+    def _step(self, what: str | Msg | None, limit_s: float) -> None:
+        if self.on_step is not None:
+            self.on_step(what, limit_s, self.lang)
 
     def _run_cases(self, sub: LoadedSubmission, worker: GradingWorker,
                    output: OutputSplit) -> tuple[list[CaseResult], GradingWorker]:
@@ -178,6 +191,7 @@ class Engine:
                 continue
             if inst.case.hidden:
                 output.mark(worker)
+            self._step(inst.case.title, self.sandbox.limits.call_timeout_s)
             t0 = time.perf_counter()
             done = self.run_case(inst, worker, sub)
             results.append(case_result(self.assignment, inst, done.outcome, done.verdict, time.perf_counter() - t0))

@@ -23,6 +23,8 @@ Each step marks its phase for the start-up breakdown (`grader.timings`: only und
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 from collections.abc import Collection
 from pathlib import Path
@@ -39,12 +41,34 @@ if TYPE_CHECKING:
     from grader.grading.engine import Engine
     from grader.grading.protocols import GradingSandbox
     from grader.results import CaseResult
-    from grader.sandbox import Limits, Sandbox
+    from grader.sandbox import Budget, Limits, Sandbox
 
 
-def prestart_zygote(device: str, *, warm_meta: bool = False) -> Callable[[], None]:
+ISOLATIONS = ("auto", "portable")
+"""What ``--isolation`` and ``GRADER_ISOLATION`` choose from: the strongest level this machine has
+(Linux), or the portable worker (a spawned interpreter over pipes: what Windows and macOS use)."""
+
+
+def isolation_choice(isolation: str | None = None) -> str:
+    """The isolation asked for (`isolation`, else ``GRADER_ISOLATION``, else "auto"), as it will
+    run here: "auto" is "portable" off Linux, where the jailed worker cannot start."""
+    from grader.errors import GraderError
+
+    chosen = isolation or os.environ.get("GRADER_ISOLATION") or "auto"
+    if chosen not in ISOLATIONS:
+        raise GraderError(f"unknown isolation {chosen!r} (GRADER_ISOLATION or --isolation); "
+                          f"known: {', '.join(ISOLATIONS)}")
+    if chosen == "auto" and not sys.platform.startswith("linux"):
+        return "portable"
+    return chosen
+
+
+def prestart_zygote(device: str, *, warm_meta: bool = False, isolation: str | None = None) -> Callable[[], None]:
     """Start the zygote now, before this process imports torch (the Sandbox built later adopts it);
-    returns what stops it when no Sandbox adopted it (a command that ended on a usage error)."""
+    returns what stops it when no Sandbox adopted it (a command that ended on a usage error).
+    The portable worker has no zygote: nothing starts."""
+    if isolation_choice(isolation) == "portable":
+        return lambda: None
     from grader.sandbox.host.zygote import discard, prestart
 
     mark("zygote.spawn")
@@ -53,14 +77,21 @@ def prestart_zygote(device: str, *, warm_meta: bool = False) -> Callable[[], Non
 
 
 def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygote: bool = True,
-                accept_isolation: str | None = None) -> Sandbox:
+                accept_isolation: str | None = None, isolation: str | None = None,
+                budget: Budget | None = None) -> Sandbox:
     """A Sandbox whose environment self-test (limits included) has passed (`EnvironmentBroken`,
-    a `SandboxError`, where it did not)."""
-    from grader.sandbox import Sandbox
-
+    a `SandboxError`, where it did not). `isolation`: see `isolation_choice`; `budget`: what all
+    its workers may use together (where cgroups bound them; not the portable worker)."""
     mark("sandbox.start")
-    sandbox = Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
-                      accept_isolation=accept_isolation)
+    if isolation_choice(isolation) == "portable":
+        from grader.sandbox.host.portable import PortableSandbox
+
+        sandbox: Any = PortableSandbox(limits, device=device, warm_meta=warm_meta, accept_isolation=accept_isolation)
+    else:
+        from grader.sandbox import Sandbox
+
+        sandbox = Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
+                          accept_isolation=accept_isolation, budget=budget)
     mark("sandbox.ready", isolation=sandbox.isolation)
     return sandbox
 
@@ -162,14 +193,14 @@ def batch_engines(assignment: Assignment, sandbox: GradingSandbox, device: torch
 @contextlib.contextmanager
 def grading(assignment: Assignment, *, device: str = "auto", public_only: bool = False,
             lang: str | None = None, use_zygote: bool = True, prove: bool = False,
-            accept_isolation: str | None = None) -> Iterator[Engine]:
+            accept_isolation: str | None = None, isolation: str | None = None) -> Iterator[Engine]:
     """A proven sandbox and an engine on it (setups computed; with `prove`, the reference at 100 %)."""
     from grader.device import resolve_device
     from grader.grading.engine import limits_for
 
     dev = resolve_device(device)
     with sandbox_for(limits_for(assignment), str(dev), use_zygote=use_zygote,
-                     accept_isolation=accept_isolation) as sandbox:
+                     accept_isolation=accept_isolation, isolation=isolation) as sandbox:
         engine = engine_for(assignment, sandbox, device=dev, public_only=public_only, lang=lang)
         engine.prepare()
         if prove:
@@ -182,17 +213,19 @@ class EarlySandbox:
     returns it once its self-test has passed (or raises what stopped it)."""
 
     def __init__(self, limits: dict[str, Any] | Limits, device: str, *, warm_meta: bool = False,
-                 accept_isolation: str | None = None):
+                 accept_isolation: str | None = None, isolation: str | None = None,
+                 budget: Budget | None = None):
         """`limits`: the `Limits`, or the spec's [limits] table (bad keys are reported once the
-        assignment loads)."""
+        assignment loads); `isolation`: see `isolation_choice`; `budget`: see `sandbox_for`."""
         self.box: list[Any] = []
         self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta, accept_isolation),
+        self._isolation = isolation
+        self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta, accept_isolation, budget),
                                         daemon=True, name="grader-sandbox-start")
         self._thread.start()
 
     def _run(self, limits: dict[str, Any] | Limits, device: str, warm_meta: bool,
-             accept_isolation: str | None) -> None:
+             accept_isolation: str | None, budget: Budget | None) -> None:
         try:
             from grader.sandbox import Limits
 
@@ -203,7 +236,8 @@ class EarlySandbox:
                     lim = Limits(**limits)
                 except TypeError:
                     lim = Limits()  # the caller reports the bad key once the assignment is loaded
-            self.box.append(sandbox_for(lim, device, warm_meta=warm_meta, accept_isolation=accept_isolation))
+            self.box.append(sandbox_for(lim, device, warm_meta=warm_meta, accept_isolation=accept_isolation,
+                                        isolation=self._isolation, budget=budget))
         except BaseException as e:  # re-raised on the calling thread by get()
             self.error = e
 

@@ -25,7 +25,7 @@ from grader.assignment.spec import Assignment
 from grader.cases import CaseInstance, Setup, Verdict
 from grader.checks.diagnose import concept_of_exception, not_implemented_message
 from grader.errors import AssignmentSpecError
-from grader.i18n import DEFAULT, Msg, tr
+from grader.i18n import DEFAULT, Msg, message_of, tr
 from grader.results import (AssignmentInfo, CaseResult, CellError, Environment, Evidence, GradeReport, LoadInfo,
                             Outcome, Points, SubmissionInfo)
 from grader.submission.load import LoadedSubmission, unit_title
@@ -159,7 +159,7 @@ def case_result(a: Assignment, inst: CaseInstance, outcome: Outcome, v: Verdict,
                                                     f"{inst.case.where()}: case {inst.id!r} failed with"))
         v = dataclasses.replace(v, concept=inst.case.concept)
     concept = None if passed or v.placeholder else (v.concept or inst.case.concept)
-    message = v.text
+    message = v.message
     if concept is not None and not str(message).strip():  # a check that named only a concept: its rule
         message = tr("{rule}.", rule=tr(a.concepts[concept].title))
     return CaseResult(
@@ -181,14 +181,15 @@ def all_failed(a: Assignment, instances: Iterable[CaseInstance], concept: str,
             for n, i in enumerate(instances)]
 
 
-def environment_of(setups: Iterable[Setup], device: torch.device, isolation: str, limits: str = "") -> Environment:
+def environment_of(setups: Iterable[Setup], device: torch.device, isolation: str,
+                   limits: Msg | str = "") -> Environment:
     """What a report records about the grading environment; `dtypes` are the floating dtypes of
     the setups' inputs; `limits`: the sandbox's ``limits_note``."""
     dtypes = sorted({str(t.dtype) for s in setups for t in s.inputs.values()
                      if isinstance(t, torch.Tensor) and t.is_floating_point()})
     return Environment(grader_version=__version__, torch_version=torch.__version__,
                        python_version=platform.python_version(), device=str(device),
-                       isolation=isolation, dtypes=dtypes, limits=limits)
+                       isolation=isolation, dtypes=dtypes, limits=message_of(limits))
 
 
 def grade_report(a: Assignment, info: SubmissionInfo, results: list[CaseResult], load: LoadInfo,
@@ -206,7 +207,7 @@ def unrun_report(a: Assignment, instances: Iterable[CaseInstance], info: Submiss
                  message: Msg | str, environment: Environment, *, public_only: bool = False,
                  lang: str = DEFAULT) -> GradeReport:
     """A submission none of whose cases could run still gets a report: score 0 and the reason."""
-    return grade_report(a, info, all_failed(a, instances, concept, message), LoadInfo(ok=False, message=message),
+    return grade_report(a, info, all_failed(a, instances, concept, message), LoadInfo(ok=False, message=message_of(message)),
                         environment, public_only=public_only, lang=lang)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from grader.i18n import Msg
 from grader.sandbox import Limits
 from grader.submission.load import LoadedSubmission
 
@@ -33,7 +34,7 @@ class GradingSandbox(Protocol):
 
     limits: Limits
     isolation: str
-    limits_note: str
+    limits_note: Msg | str
     """What bounds each worker's resources, in plain words (every report records it)."""
 
     def open(self, sub: LoadedSubmission, *, started: Any = None) -> GradingWorker: ...

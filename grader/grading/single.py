@@ -15,12 +15,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from grader.assignment.kit import Choice, choose_main, read_spec, starter_fingerprints, untouched_note
 from grader.errors import GraderError
 from grader.grading.factory import EarlySandbox, engine_for, reference_setups
-from grader.i18n import Msg
+from grader.i18n import EMPTY, Msg
 from grader.timings import mark
 
 
@@ -38,10 +38,10 @@ def quiet_gc() -> Iterator[None]:
             gc.enable()
 
 
-def start_early(folder: Path, device: str) -> EarlySandbox:
+def start_early(folder: Path, device: str, isolation: str | None = None) -> EarlySandbox:
     """The sandbox for the assignment in `folder` (its spec's [limits]), starting on a thread now."""
     # One submission rarely needs the meta device, so the zygote should not warm it up.
-    return EarlySandbox(read_spec(folder).get("limits") or {}, device, warm_meta=False)
+    return EarlySandbox(read_spec(folder).limits, device, warm_meta=False, isolation=isolation)
 
 
 def known_device(device: str) -> bool:
@@ -60,8 +60,7 @@ class Graded:
     hidden_points: float
     closing: threading.Thread | None = None
     """The sandbox's shutdown, still running when grade_one(close_in_background=True) returned."""
-    note: Msg | str = ""
-    """Which file was graded and why, when a folder held both starters (translatable)."""
+    note: Msg = EMPTY
     """Which file was graded and why, when that was a choice (a folder with attention.py and
     attention.ipynb) or the file graded is the untouched starter."""
 
@@ -74,7 +73,8 @@ class Graded:
 def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
               close_in_background: bool = False, only: list[str] | None = None,
               early: EarlySandbox | None = None, lang: str | None = None,
-              link_root: Path | None = None, cache_dir: Path | None = None) -> Graded:
+              link_root: Path | None = None, cache_dir: Path | None = None, isolation: str | None = None,
+              on_step: Callable[[Any, float, str], None] | None = None) -> Graded:
     """Grade one submission against the assignment in ``folder``, the sandbox started first.
 
     ``only``: run just these case instance ids (the pytest plugin's selection).
@@ -88,9 +88,12 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
     (``grader ci``: the pull request's checkout).
     ``cache_dir``: where the reference results are kept between runs (`grader.grading.setup_cache`;
     None: computed every time).
+    ``isolation``: "auto" or "portable" (default ``GRADER_ISOLATION``, else "auto";
+    `grader.grading.factory.isolation_choice`).
+    ``on_step``: ``Engine.on_step`` (what runs now, for a progress line).
     """
     if early is None and known_device(device):
-        early = start_early(folder, device)
+        early = start_early(folder, device, isolation)
     from grader.submission.intake import Intake
 
     intake = Intake().start()  # the submission is read in its own bounded process, started now
@@ -106,7 +109,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
             from grader.device import resolve_device
 
             device = str(resolve_device(device))
-            early = start_early(folder, device)
+            early = start_early(folder, device, isolation)
         limits = limits_for(a)
         starters = starter_fingerprints(folder)
         choice = choose_main(submission, a.main_module, starters) if submission.is_dir() else Choice(None)
@@ -120,6 +123,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
             raise GraderError(f"{folder / 'spec.toml'}: the [limits] table could not be applied")
         engine = engine_for(a, sandbox, public_only=public_only, device=device, lang=lang, only=only,
                             setups=setups)
+        engine.on_step = on_step
         engine.prepare()
         if any(i.case.meta for i in engine.instances):
             sandbox.warm_meta()  # once in the zygote, instead of in the worker (no-op when warm already)
@@ -133,7 +137,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
         if public_only:
             report = dataclasses.replace(report, hidden_cases=n_hidden, hidden_points=p_hidden)
         graded = Graded(report=report, assignment=a, isolation=sandbox.isolation, hidden_cases=n_hidden,
-                        hidden_points=p_hidden, note=choice.text or untouched_note(submission, starters))
+                        hidden_points=p_hidden, note=choice.note or untouched_note(submission, starters))
     finally:
         intake.close()
         if early is not None:

@@ -226,6 +226,22 @@ def _plain_args(args: Mapping[str, Any]) -> dict[str, Arg]:
     return {k: v if v is None or isinstance(v, (str, int, float, Msg)) else str(v) for k, v in args.items()}
 
 
+EMPTY = Msg(())
+"""No message (a passed case's): renders as "" in every language, and is false."""
+
+
+def english(text: str) -> Msg:
+    """Plain English text as a message, looked up by that text when shown: translated where a
+    catalog has it (a string marked with ``N_``), else shown as it is. What a message that no one
+    wrote with ``tr`` becomes, and the plain ``message`` of results written before schema 2."""
+    return Msg((Part(text),)) if text else EMPTY
+
+
+def message_of(value: Msg | str) -> Msg:
+    """`value` as a `Msg`: a plain string is `english` (for APIs that accept either)."""
+    return value if isinstance(value, Msg) else english(value)
+
+
 def verbatim(text: str) -> Msg:
     """Text shown as it is in every language (student output, exception text, file names)."""
     return Msg((Part(text, verbatim=True),))

@@ -46,11 +46,10 @@ class Located:
 
 
 class NotebookNotFound(GraderError):
-    """No notebook to grade; ``message`` is the same sentence, translatable."""
+    """No notebook to grade; ``render(lang)`` says so in the student's language."""
 
     def __init__(self, message: Msg):
         super().__init__(message)
-        self.message_i18n = message
 
 
 def _shell() -> Any:

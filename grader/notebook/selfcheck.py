@@ -141,10 +141,10 @@ def _language(folder: Path | None) -> str:
         kits = list(find_kit(Path.cwd()).values())
         folder = kits[0] if len(kits) == 1 else None
     try:
-        wanted = read_spec(folder).get("lang") if folder is not None else None
+        wanted = read_spec(folder).lang if folder is not None else None
     except Exception:  # noqa: BLE001 - a broken spec is reported by the check itself
         wanted = None
-    return choose(None, wanted if isinstance(wanted, str) else None)
+    return choose(None, wanted)
 
 
 def _grade(folder: Path, nb: Path, device: str, only: list[str] | None) -> Any:

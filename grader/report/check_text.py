@@ -56,7 +56,7 @@ def check_lines(g: Graded, *, verbose: bool = False, lang: str | None = None) ->
     lines = [f"{r.assignment.id} v{r.assignment.version} {dash} " + say(tr(
         "self-check of {file} (public cases only)", file=one_line(r.submission.filename, 200)))]
     if g.note:
-        lines.append(one_line(translate(g.note, lang) if isinstance(g.note, str) else say(g.note), 300))
+        lines.append(one_line(say(g.note), 300))
     lines += load_lines(r, lang, verbose=verbose)
     lines += case_lines(r, lang, verbose=verbose)
     lines += printed_lines(r, lang, verbose=verbose)
@@ -87,7 +87,7 @@ def load_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]
         lines.append(tr("Your submission could not be loaded: {reason}",
                         reason=one_line(load_message(r, lang), 400)).render(lang))
     for e in r.load.cell_errors:
-        lines.append(tr("Error while loading ({where}): {error}", where=one_line(e.where_i18n().render(lang), 100),
+        lines.append(tr("Error while loading ({where}): {error}", where=one_line(e.where().render(lang), 100),
                         error=one_line(e.error, 300)).render(lang))
         if verbose and e.traceback:
             lines += traceback_lines(e.traceback)

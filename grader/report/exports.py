@@ -105,7 +105,7 @@ def gradescope_results(report: GradeReport, *, release_hidden: bool = False) -> 
         output.append(tr("The submission could not be loaded:").render(lang) + "\n"
                       + clean_block(load_message(report, lang), 2000, lang))
     for e in report.load.cell_errors:
-        output.append(tr("Error while loading ({where}): {error}", where=e.where_i18n(),
+        output.append(tr("Error while loading ({where}): {error}", where=e.where(),
                          error=clean_block(e.error, 500, lang)).render(lang))
     return {
         "score": report.score.earned,
@@ -159,12 +159,12 @@ def junit_xml(reports: list[GradeReport]) -> str:
                 continue
             tag = "failure" if c.outcome is Outcome.FAILED else "error"
             shown = not c.hidden
-            message = one_line(c.message, 500) if shown else "hidden case did not pass"
+            message = one_line(str(c.message), 500) if shown else "hidden case did not pass"
             el = ET.SubElement(tc, tag, message=message, type=c.concept or c.outcome.value)
             el.text = _case_text(c, details=shown, vocab=vocabulary(r.concepts))
         ET.SubElement(suite, "system-out").text = clean_block(r.load.stdout, 8000)
         ET.SubElement(suite, "system-err").text = clean_block(
-            "\n".join(filter(None, [r.load.message, *(f"cell {e.cell}: {e.error}" for e in r.load.cell_errors),
+            "\n".join(filter(None, [str(r.load.message), *(f"cell {e.cell}: {e.error}" for e in r.load.cell_errors),
                                     r.load.stderr])), 8000)
         totals["tests"] += len(suite_cases)
         totals["failures"] += failures
@@ -196,7 +196,7 @@ def markdown_summary(reports: list[GradeReport], *, run: RunInfo | None = None) 
         failing = [c for c in r.cases if c.outcome is not Outcome.PASSED]
         cell = ", ".join(md_escape(c.id, 80) for c in failing[:8]) + (" …" if len(failing) > 8 else "")
         if not r.load.ok:
-            cell = "could not load" + (f": {md_escape(r.load.message, 120)}" if r.load.message else "")
+            cell = "could not load" + (f": {md_escape(str(r.load.message), 120)}" if r.load.message else "")
         lines.append(f"| {md_escape(r.submission.id, 80)} | {r.score.display_percent()} | "
                      f"{fmt_points(r.score.earned)} / {fmt_points(r.score.possible)} | {cell or '—'} |")
     for r in _by_id(reports):
@@ -207,7 +207,7 @@ def markdown_summary(reports: list[GradeReport], *, run: RunInfo | None = None) 
         for c in failing:
             known = vocabulary(r.concepts).get(c.concept or "")
             concept = md_escape(known.title if known else (c.concept or c.outcome.value), 200)
-            text = "hidden case" if c.hidden else md_escape(c.message, 400)
+            text = "hidden case" if c.hidden else md_escape(str(c.message), 400)
             lines.append(f"- {md_escape(c.title, 120)} ({md_escape(c.id, 120)}), {c.outcome.value}: "
                          f"*{concept}*. {text}")
     return "\n".join(lines) + "\n"

@@ -191,11 +191,11 @@ def build_heatmap(hm: Heatmap, uid: str, leaking_cells: list[list[int]] | None =
     keep = hm.keep
     if keep is not None and (len(keep) != n_q or any(len(r) != n_k for r in keep)):
         keep = None
-    title = hm.title_i18n.render(lang) if hm.title_i18n is not None else hm.title
-    hm = Heatmap(title, hm.expected, actual, keep, hm.kind)
+    title = hm.title.render(lang)
+    hm = Heatmap(hm.title, hm.expected, actual, keep, hm.kind)
     c = _cell_size(n_q, n_k)
     leaks = _leak_set(hm, leaking_cells)
-    geo = HeatmapView(uid, one_line(hm.title, 80), hm.kind, n_q, n_k, c, 50.0, 36.0, max(8.0, min(12.0, c * 0.34)),
+    geo = HeatmapView(uid, one_line(title, 80), hm.kind, n_q, n_k, c, 50.0, 36.0, max(8.0, min(12.0, c * 0.34)),
                       [], len(leaks), 0, False, keep is not None and any(not v for r in keep for v in r))
     is_mask = hm.kind == "mask"
     panels = [_panel("expected", translate(N_("Reference mask") if is_mask else N_("Reference (what it should be)"), lang),

@@ -174,14 +174,12 @@ def evidence_facts(ev: Evidence, lang: str = DEFAULT) -> list[Fact]:
 
 
 def case_message(case: CaseResult, lang: str) -> str:
-    """The case's message in `lang` (English text when the results carry no msgids)."""
-    return case.message_i18n.render(lang) if case.message_i18n is not None else translate(case.message, lang)
+    """The case's message in `lang`."""
+    return case.message.render(lang)
 
 
 def case_notes(ev: Evidence, lang: str) -> list[str]:
-    if ev.notes_i18n and len(ev.notes_i18n) == len(ev.notes):
-        return [n.render(lang) for n in ev.notes_i18n]
-    return [translate(n, lang) for n in ev.notes]
+    return [n.render(lang) for n in ev.notes]
 
 
 def concept_title(vocab: dict[str, Concept], concept: str | None, lang: str) -> str:
@@ -281,7 +279,7 @@ def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix:
                      Fact(translate(N_("Isolation"), lang), one_line(env.isolation, 80))],
         public_only=report.public_only, release_hidden=release_hidden,
         load_ok=load.ok, load_message=clean_block(load_message(report, lang), 2000, lang),
-        cell_errors=[CellErrorView(one_line(_capitalised(e.where_i18n().render(lang)), 120), clean_block(e.error, 500, lang),
+        cell_errors=[CellErrorView(one_line(_capitalised(e.where().render(lang)), 120), clean_block(e.error, 500, lang),
                                    clean_block(e.traceback, TRACEBACK_LIMIT, lang)) for e in load.cell_errors],
         stdout=clean_block(load.stdout, OUTPUT_LIMIT, lang), stderr=clean_block(load.stderr, OUTPUT_LIMIT, lang),
         hidden_stdout=clean_block(load.hidden_stdout, OUTPUT_LIMIT, lang) if release_hidden else "",
@@ -297,8 +295,7 @@ def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix:
 
 def load_message(report: GradeReport, lang: str) -> str:
     """Why the submission could not load, in `lang`."""
-    m = report.load.message_i18n
-    return m.render(lang) if m is not None else translate(report.load.message, lang)
+    return report.load.message.render(lang)
 
 
 def _capitalised(text: str) -> str:

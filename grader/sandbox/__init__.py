@@ -27,6 +27,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from grader.sandbox.errors import (
+    CrashKind,
     EnvironmentBroken,
     SandboxError,
     StudentError,
@@ -39,13 +40,15 @@ if TYPE_CHECKING:
     from grader.sandbox.host.reports import LoadReport, NameInfo
     from grader.sandbox.host.sandbox import Sandbox
     from grader.sandbox.host.worker import Worker
-    from grader.sandbox.limits import Limits
+    from grader.sandbox.limits import Budget, Limits
     from grader.sandbox.wire import Handle, Opaque
 
-_LAZY = {"Limits": "limits", "LoadReport": "host.reports", "NameInfo": "host.reports", "Sandbox": "host.sandbox",
-         "Worker": "host.worker", "Handle": "wire", "Opaque": "wire"}
+_LAZY = {"Budget": "limits", "Limits": "limits", "LoadReport": "host.reports", "NameInfo": "host.reports",
+         "Sandbox": "host.sandbox", "Worker": "host.worker", "Handle": "wire", "Opaque": "wire"}
 
 __all__ = [
+    "Budget",
+    "CrashKind",
     "EnvironmentBroken",
     "Handle",
     "Limits",

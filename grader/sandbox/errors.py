@@ -6,6 +6,7 @@ count and the `Limits`, to a `WorkerCrashed` / message. The same death always gi
 
 from __future__ import annotations
 
+import enum
 import errno
 import signal
 
@@ -43,15 +44,28 @@ class WorkerTimeout(SandboxError):
         self.seconds = seconds
 
 
-class WorkerCrashed(SandboxError):
-    """The worker died or was stopped: kind is "memory", "signal", "exit", "output" or "disk"."""
+class CrashKind(str, enum.Enum):
+    """How a worker died (`WorkerCrashed.kind`)."""
 
-    def __init__(self, kind: str, message: Msg | str):
+    MEMORY = "memory"
+    """Over its memory limit (the cgroup's OOM kill, or the RSS poll)."""
+    SIGNAL = "signal"
+    """Killed by a signal (its CPU time limit among them)."""
+    EXIT = "exit"
+    """Its process exited or stopped while a request was outstanding."""
+    OUTPUT = "output"
+    """Printed past the output limit."""
+    DISK = "disk"
+    """Wrote more than its scratch space may hold."""
+
+
+class WorkerCrashed(SandboxError):
+    """The worker died or was stopped; `kind` says how, `text` what the student reads."""
+
+    def __init__(self, kind: CrashKind, message: Msg):
         super().__init__(str(message))
         self.kind = kind
-        self.message = str(message)
         self.text = message
-        """``message`` as given: translatable when it is a `Msg`."""
 
 
 class WireError(SandboxError):
@@ -73,7 +87,7 @@ def crash(status: dict, *, oom_killed: bool, limits: Limits, phase: Msg | str) -
     (``{"signal": n}``, ``{"exit": n}`` or nothing) and whether its memory cgroup killed it."""
     st = status
     if oom_killed:
-        err = WorkerCrashed("memory", memory_message(limits, phase))
+        err = WorkerCrashed(CrashKind.MEMORY, memory_message(limits, phase))
     elif "signal" in st:
         sig = st["signal"]
         try:
@@ -81,16 +95,16 @@ def crash(status: dict, *, oom_killed: bool, limits: Limits, phase: Msg | str) -
         except ValueError:
             name = str(sig)
         if sig == signal.SIGXCPU:
-            err = WorkerCrashed("signal", tr("the worker used up its CPU time while {phase}", phase=phase))
+            err = WorkerCrashed(CrashKind.SIGNAL, tr("the worker used up its CPU time while {phase}", phase=phase))
         else:
-            err = WorkerCrashed("signal", tr("the worker was killed by {signal} while {phase}", signal=name,
+            err = WorkerCrashed(CrashKind.SIGNAL, tr("the worker was killed by {signal} while {phase}", signal=name,
                                              phase=phase))
     elif "exit" in st:
-        err = WorkerCrashed("exit", tr("the submission's process exited (exit code {code}) while {phase}; code "
+        err = WorkerCrashed(CrashKind.EXIT, tr("the submission's process exited (exit code {code}) while {phase}; code "
                                        "that calls os._exit() or exit() stops its own grading",
                                        code=st["exit"], phase=phase))
     else:
-        err = WorkerCrashed("exit", tr("the worker stopped while {phase}", phase=phase))
+        err = WorkerCrashed(CrashKind.EXIT, tr("the worker stopped while {phase}", phase=phase))
     return err
 
 

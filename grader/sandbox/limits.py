@@ -43,5 +43,22 @@ class Limits:
     not run (each costs a fresh worker); the other entry points' cases still run. Six: code that
     hangs on every float16 call times out in the six float16 cases of masked-attention and still
     gets the rest graded (``submission_timeout_s`` bounds the total)."""
+    gpu_memory_bytes: int = 2 * GiB
+    """GPU memory a worker's CUDA allocator may hold (``--device cuda``; best effort: what the driver
+    and the CUDA context take is outside it)."""
     start_timeout_s: float = 120.0
     """Worker start-up (a fresh process imports torch); not charged to the student."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What all the workers of one sandbox may use together at once, the pre-started ones counted:
+    a cgroup over them all (``grader.sandbox.cgroups.make_batch``), where cgroups can be written.
+    With `-j N`, each slot keeps the worker it grades and the next one, started early; without a
+    budget they could hold 2N CPUs and 2N memory caps."""
+
+    cpus: float
+    """CPUs the batch's workers may use at once (their cgroup's cpu quota)."""
+    memory_bytes: int
+    """Memory they may use at once; past it the kernel reclaims, then its OOM killer ends the
+    largest of them (reported like its own memory limit)."""

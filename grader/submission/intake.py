@@ -175,8 +175,8 @@ def encode(sub: LoadedSubmission) -> tuple[dict, bytes]:
     names = list(sub.files)
     header = {"status": "ok", "id": sub.id, "path": sub.path, "kind": sub.kind, "sha256": sub.sha256,
               "units": [[u.label, u.cell, u.source] for u in sub.units],
-              "files": [[rel, len(sub.files[rel])] for rel in names], "error": sub.error,
-              "error_i18n": sub.error_i18n.to_list() if sub.error_i18n is not None else None}
+              "files": [[rel, len(sub.files[rel])] for rel in names],
+              "error": sub.error.to_list() if sub.error is not None else None}
     return header, b"".join(sub.files[rel] for rel in names)
 
 
@@ -186,15 +186,15 @@ def _decoded(header: dict, payload: bytes, path: str, limits: IntakeLimits) -> L
     if header.get("status") != "ok":
         reason = _failure(header, os.path.basename(os.path.normpath(path)), limits)
         return LoadedSubmission(id=student_id(path), path=path, kind=kind, sha256=str(header.get("sha256") or ""),
-                                error=str(reason), error_i18n=reason)
+                                error=reason)
     files, at = {}, 0
     for rel, size in header["files"]:
         files[rel] = payload[at:at + size]
         at += size
     units = tuple(CodeUnit(label=label, cell=cell, source=source) for label, cell, source in header["units"])
-    error_i18n = Msg.from_list(header["error_i18n"]) if header.get("error_i18n") is not None else None
+    error = Msg.from_list(header["error"]) if header.get("error") is not None else None
     return LoadedSubmission(id=header["id"], path=path, kind=header["kind"], sha256=header["sha256"], units=units,
-                            files=files, error=header.get("error"), error_i18n=error_i18n)
+                            files=files, error=error)
 
 
 def _failure(header: dict, name: str, limits: IntakeLimits) -> Msg:

@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass, field
 from collections.abc import Callable
 
-from grader.i18n import Msg, tr
+from grader.i18n import Msg, tr, verbatim
 from grader.submission.ids import student_id
 from grader.submission.neutralise import neutralise_magics, neutralise_self_checks
 
@@ -42,11 +42,11 @@ class CodeUnit:
     neutralised (same line numbers; see grader.submission.neutralise)."""
 
 
-def unit_title(unit: CodeUnit, width: int = 60) -> Msg | str:
-    """How a student finds a unit: "code cell 5 (def causal_mask(q_len, k_len=None, ...)" for a cell
-    (translatable), the file name for a module."""
+def unit_title(unit: CodeUnit, width: int = 60) -> Msg:
+    """How a student finds a unit: "code cell 5 (def causal_mask(q_len, k_len=None, ...)" for a cell,
+    the file name for a module."""
     if unit.cell is None:
-        return unit.label
+        return verbatim(unit.label)
     found = _FIRST_CODE.search(unit.source)  # not splitlines(): a cell may hold a million lines
     first = found.group().strip() if found else ""
     if len(first) > width:
@@ -70,14 +70,16 @@ class LoadedSubmission:
     """Executed in order in one module namespace."""
     files: dict[str, bytes] = field(default_factory=dict)
     """Extra files (relative path -> bytes) for the worker's scratch dir."""
-    error: str | None = None
-    """Set when nothing can run: a message for the student (English)."""
-    error_i18n: Msg | None = None
-    """``error`` as a translatable message."""
+    error: Msg | None = None
+    """Set when nothing can run: a message for the student."""
 
 
 class _Refused(Exception):
     """Student input that cannot be loaded; the message is for the student."""
+
+    def __init__(self, reason: Msg):
+        super().__init__(str(reason))
+        self.reason = reason
 
 
 def load_submission(path: str | os.PathLike, *, main_module: str | None = None, cell_tag: str | None = None,
@@ -119,15 +121,13 @@ def load_submission(path: str | os.PathLike, *, main_module: str | None = None, 
                 units = _notebook_units(raw, name, cell_tag) if kind == "ipynb" else _py_units(raw, name)
                 extra = {}
     except _Refused as e:
-        reason = e.args[0] if e.args else ""
-        return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, error=str(reason),
-                                error_i18n=reason if isinstance(reason, Msg) else None)
+        return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, error=e.reason)
     except MemoryError:
         raise  # the intake's child reports it as the memory budget
     except Exception as e:  # a reader's bug on input nobody foresaw: this student's error, not the batch's
         reason = tr("{name} could not be read ({kind}: {error})", name=os.path.basename(path),
                     kind=type(e).__name__, error=str(e)[:200])
-        return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, error=str(reason), error_i18n=reason)
+        return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, error=reason)
     return LoadedSubmission(id=sid, path=path, kind=kind, sha256=digest, units=tuple(units), files=extra)
 
 

@@ -13,7 +13,7 @@ CODE_RUN = re.compile(r"[\x21-\x7e]*[_.()=\[\]'`/<>@^~|&:\-+*][\x21-\x7e]*")
 EXCEPTION = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]*)+\b")
 LATIN_KEPT = {"softmax", "dropout", "NaN", "inf", "dtype", "float16", "bfloat16", "float32", "torch", "AND", "OR",
               "GPU", "CPU", "meta", "Lk", "Lq", "KV", "bool", "True", "False", "tril", "triu", "eval", "int64", "float64",
-              "Python", "Token"}
+              "Python", "Token", "cgroup", "v1", "v2", "GiB", "root"}
 
 
 CASE_ID = re.compile(r" \[.*\](?: — [\w-]+)?$")

@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 
 from grader.assignment.spec import load_assignment
 from grader.cli.app import main
+from grader.i18n import english
 from grader.grading.single import Graded
 from grader.report.check_text import check_lines
 
@@ -198,7 +199,7 @@ def _graded(hidden: int, outcomes: list[str]) -> Graded:
 
     cases = [CaseResult(id=f"c{i}", title=f"case {i}", outcome=Outcome(o),
                         points=Points(float(o == "passed"), 1.0), hidden=False,
-                        concept=None if o == "passed" else "scaling", message="Divide by sqrt(d_k).")
+                        concept=None if o == "passed" else "scaling", message=english("Divide by sqrt(d_k)."))
              for i, o in enumerate(outcomes)]
     earned = sum(c.points.earned for c in cases)
     report = GradeReport(SubmissionInfo("a", "0", "a.py", "py"), AssignmentInfo("x", "1"),
@@ -233,8 +234,8 @@ def test_code_not_written_yet_is_named_so_without_a_concept():
 
     g = _graded(0, ["error"])
     case = dataclasses.replace(g.report.cases[0], concept=None,
-                               message="Not implemented yet: f still raises NotImplementedError. Write it, then "
-                                       "check again.")
+                               message=english("Not implemented yet: f still raises NotImplementedError. Write it, then "
+                                       "check again."))
     assert case.not_implemented and not dataclasses.replace(case, outcome=Outcome.FAILED).not_implemented
     g = dataclasses.replace(g, report=dataclasses.replace(g.report, cases=[case]))
     lines = check_lines(g)

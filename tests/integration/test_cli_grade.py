@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.assignment.spec import load_assignment
-from grader.batch.config import Event
+from grader.batch.config import Event, EventKind
 from grader.cli.app import main
 from grader.cli.instructor import Progress
 from grader.results import report_from_dict
@@ -106,7 +106,7 @@ def test_lms_names_folders_and_notebooks_give_the_right_results(graded):
     smith = reports["smith_bob_67890"]
     assert "scaling" in smith.concepts_failed() and smith.score.percent < 100
     broken = reports["broken"]
-    assert not broken.load.ok and broken.score.earned == 0 and "SyntaxError" in broken.load.message
+    assert not broken.load.ok and broken.score.earned == 0 and "SyntaxError" in str(broken.load.message)
     assert runs(out) == [(1, "complete", 5, 0)]
 
 
@@ -340,7 +340,7 @@ def test_terminal_progress_rewrites_one_line_with_failures_and_eta():
     class R:  # only what the progress line reads
         score = Points(20, 41)
 
-    progress.on_event(Event("graded", 1, 4, "alice", R(), 1.0, failing=1))
+    progress.on_event(Event(EventKind.GRADED, 1, 4, "alice", R(), 1.0, failing=1))
     progress.close()
     text = stream.getvalue()
     assert text.startswith("\r\x1b[K[1/4] ######.................. 1 below 100%  ETA 0:")

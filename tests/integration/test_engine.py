@@ -36,7 +36,7 @@ def test_missing_function_names_what_was_found(engine, tmp_path):
     report = grade(engine, tmp_path, src)
     c = by_id(report)["attention_basic"]
     assert c.outcome is Outcome.ERROR and c.concept == "signature"
-    assert "defines no 'masked_attention'" in c.message and "attention" in c.message.split("found:")[1]
+    assert "defines no 'masked_attention'" in str(c.message) and "attention" in str(c.message).split("found:")[1]
     assert by_id(report)["causal_mask_square"].outcome is Outcome.PASSED
 
 
@@ -45,16 +45,16 @@ def test_syntax_error_gives_a_report_with_zero_and_the_reason(engine, tmp_path):
     assert report.score.earned == 0 and report.score.possible > 0
     assert not report.load.ok
     assert all(c.outcome is Outcome.ERROR and c.concept == "load-error" for c in report.cases)
-    assert "SyntaxError" in report.load.message or "syntax" in report.load.message.lower()
+    assert "SyntaxError" in str(report.load.message) or "syntax" in str(report.load.message).lower()
     # said once: the first case carries the reason, the others that they did not run
     first, *rest = report.cases
-    assert "SyntaxError" in first.message or "syntax" in first.message.lower()
-    assert {c.message for c in rest} == {"Not run: the file does not load."}
+    assert "SyntaxError" in str(first.message) or "syntax" in str(first.message).lower()
+    assert {str(c.message) for c in rest} == {"Not run: the file does not load."}
 
 
 def test_non_utf8_file_is_a_clear_load_error(engine, tmp_path):
     report = grade(engine, tmp_path, b"x = '\xff\xfe'\n")
-    assert not report.load.ok and "UTF-8" in report.load.message
+    assert not report.load.ok and "UTF-8" in str(report.load.message)
     assert all(c.concept == "load-error" for c in report.cases)
 
 
@@ -106,7 +106,7 @@ def masked_attention(q, k, v, mask=None):
     cap = engine.sandbox.limits.max_restarts
     assert len(crashed) == cap + 1 and len(not_run) == len(attention) - cap - 1 > 0
     assert all(c.outcome is Outcome.ERROR for c in not_run)
-    assert not_run[0].message.startswith(f"Not run: cases calling masked_attention crashed or timed out {cap + 1} times")
+    assert str(not_run[0].message).startswith(f"Not run: cases calling masked_attention crashed or timed out {cap + 1} times")
     others = [c for c in report.cases if c not in attention]
     assert others and all(c.outcome is Outcome.PASSED for c in others), [c.id for c in others if c.outcome is not Outcome.PASSED]
     assert "not-run" not in report.concepts_failed() and "crash" in report.concepts_failed()
@@ -138,7 +138,7 @@ def test_student_error_is_reported_with_their_traceback(engine, tmp_path):
     report = grade(engine, tmp_path, src)
     c = by_id(report)["causal_mask_square"]
     assert c.outcome is Outcome.ERROR
-    assert "KeyError" in c.message and "boom" in c.message
+    assert "KeyError" in str(c.message) and "boom" in str(c.message)
     assert c.evidence.traceback and "student.py" in c.evidence.traceback
 
 
@@ -169,8 +169,8 @@ def test_a_forged_meta_message_never_makes_a_pass(engine):
     assert forged.score == honest.score and forged.score.earned < forged.score.possible
     c = by_id(forged)["attention_device"]
     # It raises NotImplementedError itself (a `raise` line): that is code not written, whatever it says.
-    assert c.outcome is Outcome.ERROR and c.message.startswith("Not implemented yet")
-    assert "Inconclusive" not in c.message
+    assert c.outcome is Outcome.ERROR and str(c.message).startswith("Not implemented yet")
+    assert "Inconclusive" not in str(c.message)
 
 
 def test_the_reference_decides_whether_a_meta_case_can_be_judged(engine):
@@ -180,7 +180,7 @@ def test_the_reference_decides_whether_a_meta_case_can_be_judged(engine):
 
 def test_words_of_a_timeout_in_an_import_error_are_a_load_error(engine):
     report = engine.grade_path(HOSTILE / "time_words_at_import.py")
-    assert not report.load.ok and "ran out of time" in report.load.message
+    assert not report.load.ok and "ran out of time" in str(report.load.message)
     assert {(c.outcome, c.concept) for c in report.cases} == {(Outcome.ERROR, "load-error")}
 
 
@@ -205,8 +205,8 @@ def test_nasty_text_from_a_worker_is_made_safe_on_arrival(engine):
 
     report = engine.grade_path(HOSTILE / "nasty_text.py")
     c = by_id(report)["causal_mask_square"]
-    assert c.outcome is Outcome.ERROR and "@org/team" in c.message and "notes_\ufffd.txt" in c.message
-    texts = [report.load.stdout, c.message, c.evidence.traceback] + [x.message for x in report.cases]
+    assert c.outcome is Outcome.ERROR and "@org/team" in str(c.message) and "notes_\ufffd.txt" in str(c.message)
+    texts = [report.load.stdout, str(c.message), c.evidence.traceback] + [str(x.message) for x in report.cases]
     assert all(nasty.bad_chars(t) == [] for t in texts)
     assert len(c.evidence.traceback) < 70_000 and len(report.load.stdout) <= 64 << 10
     assert by_id(report)["attention_basic"].outcome is Outcome.PASSED

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from grader.submission.load import load_submission
-from grader.sandbox import EnvironmentBroken, Limits, Sandbox, WireError, WorkerCrashed
+from grader.sandbox import CrashKind, EnvironmentBroken, Limits, Sandbox, WireError, WorkerCrashed
 
 HOSTILE = Path(__file__).parent.parent / "data" / "hostile"
 LIMITS = Limits(import_timeout_s=10, call_timeout_s=10, submission_timeout_s=60, memory_bytes=1 << 30,
@@ -181,7 +181,7 @@ def test_disk_is_a_small_tmpfs_and_filling_it_is_a_clear_crash(sb):
     with jailbreak(sb) as w:
         with pytest.raises(WorkerCrashed, match=r"wrote more than .*64 MiB") as info:
             w.call("fill_disk", 200)
-        assert info.value.kind == "disk"
+        assert info.value.kind is CrashKind.DISK
     with jailbreak(sb) as w:
         with pytest.raises(WorkerCrashed, match="4096 files") as info:
             w.call("many_files", 20_000)

@@ -16,7 +16,7 @@ import torch
 
 from grader.submission.load import load_submission
 from procs import by_comm, processes_mentioning
-from grader.sandbox import (Handle, Limits, LoadReport, Opaque, Sandbox, StudentError, WorkerCrashed,
+from grader.sandbox import (CrashKind, Handle, Limits, LoadReport, Opaque, Sandbox, StudentError, WorkerCrashed,
                             WorkerTimeout)
 
 pytestmark = pytest.mark.slow  # full tier: hostile submissions running into each limit
@@ -138,7 +138,7 @@ def test_student_exception_traceback_is_cut_to_their_cells(good):
     with pytest.raises(StudentError) as info:
         good.call("fail", 0)
     e = info.value
-    assert (e.exc_type, e.message) == ("ZeroDivisionError", "division by zero")
+    assert (e.exc_type, str(e.message)) == ("ZeroDivisionError", "division by zero")
     assert 'File "<submission: good.py>", line 20, in fail' in e.traceback
     assert "helper = lambda: 1 / n" in e.traceback
     assert "grader" not in e.traceback.replace("<submission", "")
@@ -203,7 +203,7 @@ def test_syntax_error_only_unit_fails_the_load(sb, tmp_path):
     p = tmp_path / "bad.py"
     p.write_text("def f(:\n    pass\n")
     with sb.open(load_submission(p)) as w:
-        assert not w.load.ok and "SyntaxError" in w.load.message
+        assert not w.load.ok and "SyntaxError" in str(w.load.message)
         assert 'File "<submission: bad.py>", line 1' in w.load.cell_errors[0].traceback
 
 
@@ -213,7 +213,7 @@ def test_infinite_loop_at_import_times_out(sb):
     # The import limit (5 s) is the one that fired, not the whole submission's (60 s).
     with hostile(sb, "spin_at_import") as w:
         assert not w.load.ok and isinstance(w.load.failure, WorkerTimeout)
-        assert w.load.failure.phase == "loading the submission" and "longer than 5 s" in w.load.message
+        assert w.load.failure.phase == "loading the submission" and "longer than 5 s" in str(w.load.message)
         with pytest.raises(WorkerTimeout):
             w.call("never_defined_in_time")
 
@@ -231,14 +231,14 @@ def test_memory_hog_is_killed(sb):
     with hostile(sb, "memory_hog") as w:
         with pytest.raises(WorkerCrashed) as info:
             w.call("hog_3gib")
-        assert info.value.kind == "memory" and "memory limit of 0.5 GiB" in info.value.message
+        assert info.value.kind is CrashKind.MEMORY and "memory limit of 0.5 GiB" in str(info.value)
 
 
 def test_os_exit_at_import_is_a_crash_not_a_pass(sb):
     with hostile(sb, "exit_at_import") as w:
         assert not w.load.ok
-        assert isinstance(w.load.failure, WorkerCrashed) and w.load.failure.kind == "exit"
-        assert "exit code 0" in w.load.message
+        assert isinstance(w.load.failure, WorkerCrashed) and w.load.failure.kind is CrashKind.EXIT
+        assert "exit code 0" in str(w.load.message)
         with pytest.raises(WorkerCrashed):
             w.call("answer")
 
@@ -363,14 +363,14 @@ def test_segfault_is_a_crash(sb):
     with hostile(sb, "crashes") as w:
         with pytest.raises(WorkerCrashed, match="SIGSEGV") as info:
             w.call("segfault")
-        assert info.value.kind == "signal"
+        assert info.value.kind is CrashKind.SIGNAL
 
 
 def test_output_flood_is_killed_and_bounded(sb):
     with hostile(sb, "crashes") as w:
         with pytest.raises(WorkerCrashed) as info:
             w.call("flood")
-        assert info.value.kind == "output"
+        assert info.value.kind is CrashKind.OUTPUT
         assert len(w.output()[0]) == LIMITS.max_output_bytes
 
 

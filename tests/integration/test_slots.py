@@ -82,7 +82,7 @@ def test_results_come_back_whole_and_a_dead_slot_costs_only_its_submission():
             assert report is None and "the grading process for this submission died (exit code 3)" in error
         else:  # graded by whichever slot was left, as the same report the engine built
             assert error == "" and report.submission.id == name
-            assert report.load.message == f"scripted report for {name}"
+            assert str(report.load.message) == f"scripted report for {name}"
             assert data == to_dict(report)
     assert engine.sandbox.shared
     assert _children() <= before  # no slot process outlives the batch

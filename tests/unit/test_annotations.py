@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from grader.i18n import verbatim
 from grader.report.annotations import command, escape_data, escape_property, failure_annotations, fenced, neutralise
 from grader.results import (
     AssignmentInfo, CaseResult, Environment, GradeReport, LoadInfo, Outcome, Points, SubmissionInfo,
@@ -108,14 +109,14 @@ def _report(cases: list[CaseResult], *, load: LoadInfo | None = None) -> GradeRe
 def _case(cid: str, *, hidden: bool = False, message: str = "", outcome: Outcome = Outcome.FAILED) -> CaseResult:
     passed = outcome is Outcome.PASSED
     return CaseResult(id=cid, title=f"title of {cid}", outcome=outcome, points=Points(float(passed), 1.0),
-                      hidden=hidden, concept=None if passed else "mask-fill-value", message=message)
+                      hidden=hidden, concept=None if passed else "mask-fill-value", message=verbatim(message))
 
 
 def test_failure_annotations_cannot_inject():
     evil = "raised ValueError: x\n::set-output name=score::100\n##[add-path]/tmp/evil"
     report = _report([_case("pub::1", message=evil), _case("hid", hidden=True, message="secret input 42"),
                       _case("ok", outcome=Outcome.PASSED)],
-                     load=LoadInfo(ok=False, message="crash\n::error::forged"))
+                     load=LoadInfo(ok=False, message=verbatim("crash\n::error::forged")))
     lines = failure_annotations(report, file="sub/evil::x.py")
     physical = [p for line in lines for p in runner_lines(line)]
     assert len(physical) == len(lines) == 3

@@ -16,7 +16,7 @@ import pytest
 
 from grader.sandbox.host import selftest
 from grader.sandbox.jail import cgroups
-from grader.sandbox.limits import GiB, Limits
+from grader.sandbox.limits import Budget, GiB, Limits
 
 CONTROLLER_FILES = {
     "memory": {"memory.max": "max", "memory.swap.max": "max", "memory.current": "0",
@@ -189,7 +189,7 @@ def test_a_container_without_its_own_cgroup_namespace_uses_the_mount_it_sees(tmp
 def test_no_delegation_means_no_cgroup_and_the_result_says_so_in_plain_words(fs, tmp_path):
     fs.place("user.slice/session-1.scope", [ME], delegate=("cpu",))  # memory and pids not handed down
     assert cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/user.slice/session-1.scope")) is None
-    note = selftest.limits_note(frozenset({"namespaces", "rss", "rlimits"}), None, Limits())
+    note = str(selftest.limits_note(frozenset({"namespaces", "rss", "rlimits"}), None, Limits()))
     assert note.startswith("no cgroup could be written here") and "memory is polled against 2 GiB" in note
     assert "no per-worker process or CPU cap" in note
 
@@ -200,7 +200,7 @@ def test_without_the_cpu_controller_memory_and_pids_still_apply(fs, tmp_path):
     assert h is not None and h.cpu is None
     [path] = cgroups.make(h, 2, Limits())
     assert not os.path.exists(os.path.join(path, "cpu.max"))
-    note = selftest.limits_note(frozenset({"cgroup"}), h, Limits())
+    note = str(selftest.limits_note(frozenset({"cgroup"}), h, Limits()))
     assert note.startswith("cgroup v2: 2 GiB memory (swap off), 64 processes, no CPU cap")
 
 
@@ -238,3 +238,52 @@ def test_a_level_that_proves_less_than_it_claims_stops_unless_the_weaker_one_is_
         "namespaces+uid+seccomp+rlimits (accepted: cpu limit not proven)"
     assert selftest.proven_level(feats, selftest.Proof({"memory": True, "pids": True, "cpu": True}), accept=None) \
         == "namespaces+uid+seccomp+cgroup+rlimits"
+
+
+def test_a_batch_cgroup_holds_every_worker_under_the_batch_budget(fs, tmp_path):
+    """One cgroup over all of a sandbox's workers (two slots, each with a pre-started worker: four
+    at once), with the batch's memory (swap off) and CPU budget; the workers' own limits below it."""
+    scope = fs.place("grader.scope", [ME])
+    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
+    batch = cgroups.make_batch(h, Budget(cpus=2.0, memory_bytes=4 * GiB))
+    path = batch.memory
+    assert os.path.dirname(path) == scope and os.path.basename(path).startswith(f"grader-{ME}-batch")
+    assert (batch.version, batch.pids, batch.cpu) == (2, path, path)
+    read = lambda p, name: Path(p, name).read_text()  # noqa: E731
+    assert (read(path, "memory.max"), read(path, "memory.swap.max"), read(path, "cpu.max")) == \
+        (str(4 * GiB), "0", "200000 100000")
+    assert set(read(path, "cgroup.subtree_control").split()) == {"memory", "pids", "cpu"}
+    workers = [cgroups.make(batch, i, Limits(memory_bytes=2 * GiB))[0] for i in range(4)]
+    assert all(os.path.dirname(w) == path for w in workers)
+    assert [read(w, "memory.max") for w in workers] == [str(2 * GiB)] * 4
+    note = str(selftest.limits_note(frozenset({"cgroup"}), batch, Limits(), budget=Budget(2.0, 4 * GiB)))
+    assert note.endswith("per worker, each seen to fire at start-up; all workers at once, pre-started ones "
+                         "included: 2 CPUs and 4 GiB")
+    cgroups.remove_batch(batch)  # its workers' cgroups first (the kernel refuses a parent's rmdir)
+    assert not os.path.exists(path) and os.path.isdir(os.path.join(scope, cgroups.LEAF))
+
+
+def test_a_killed_graders_batch_cgroup_is_swept_with_its_workers(fs, tmp_path):
+    fs.place("grader.scope", [ME])
+    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
+    stale = os.path.join(h.memory, "grader-999999999-batch")
+    fs.mkdir(stale)
+    fs.write(os.path.join(stale, "cgroup.subtree_control"), "+memory +pids")
+    fs.mkdir(os.path.join(stale, "grader-999999999-4"))
+    cgroups.remove_stale(h, dead=lambda pid: pid == "999999999")
+    assert not os.path.exists(stale)
+
+
+def test_a_v1_batch_cgroup_is_one_per_controller_with_the_budget(tmp_path):
+    root = tmp_path / "cgroup"
+    for c in ("memory", "pids", "cpu"):
+        (root / c / "grader").mkdir(parents=True)
+    h = cgroups.find(cgroups.OS, str(root), proc_self(tmp_path, "4:memory:/grader\n3:pids:/grader\n2:cpu,cpuacct:/grader\n0::/"))
+    batch = cgroups.make_batch(h, Budget(cpus=1.5, memory_bytes=3 * GiB))
+    name = os.path.basename(batch.memory)
+    assert name.startswith(f"grader-{ME}-batch")
+    assert (batch.memory, batch.pids, batch.cpu) == tuple(str(root / c / "grader" / name) for c in ("memory", "pids", "cpu"))
+    assert (Path(batch.memory, "memory.limit_in_bytes").read_text(), Path(batch.cpu, "cpu.cfs_quota_us").read_text(),
+            Path(batch.cpu, "cpu.cfs_period_us").read_text()) == (str(3 * GiB), "150000", "100000")
+    mem, _, _ = cgroups.make(batch, 1, Limits())
+    assert os.path.dirname(mem) == batch.memory

@@ -50,8 +50,8 @@ def test_a_finite_fill_without_a_guard_is_diagnosed_as_uniform_rows(seed, lq, lk
     a = attention_case(q, k, v, keep)
     verdict = check_attention(student(q, k, v, keep), a, concept="fully-masked-rows", message="generic")
     assert not verdict.passed and verdict.concept == "fully-masked-rows"
-    assert verdict.message_i18n == MESSAGES["fully-masked-rows/uniform"]
-    assert "finfo" in verdict.message and "1/Lk" in verdict.message and "large finite" not in verdict.message
+    assert verdict.message == MESSAGES["fully-masked-rows/uniform"]
+    assert "finfo" in str(verdict.message) and "1/Lk" in str(verdict.message) and "large finite" not in str(verdict.message)
     # The same fill with the guard is right, and is not taken for the mistake.
     guarded = student(q, k, v, keep, guard=True)
     assert check_attention(guarded, a, concept="fully-masked-rows", message="generic").passed
@@ -64,7 +64,7 @@ def test_uniform_rows_in_half_precision_too():
     keep[2] = False
     verdict = check_attention(student(q, k, v, keep), attention_case(q, k, v, keep), concept="fully-masked-rows",
                               message="generic")
-    assert verdict.concept == "fully-masked-rows" and verdict.message_i18n == MESSAGES["fully-masked-rows/uniform"]
+    assert verdict.concept == "fully-masked-rows" and verdict.message == MESSAGES["fully-masked-rows/uniform"]
 
 
 def test_nan_rows_from_minus_inf_are_not_called_uniform():
@@ -74,7 +74,7 @@ def test_nan_rows_from_minus_inf_are_not_called_uniform():
     verdict = check_attention(student(q, k, v, keep, fill=float("-inf")), attention_case(q, k, v, keep),
                               concept="fully-masked-rows", message="generic")
     assert verdict.concept == "fully-masked-rows"
-    assert verdict.message.startswith("Your output contains NaN.") and "uniform" not in verdict.message
+    assert str(verdict.message).startswith("Your output contains NaN.") and "uniform" not in str(verdict.message)
 
 
 def test_a_bool_mask_added_to_the_scores_is_a_convention_mistake():
@@ -82,9 +82,10 @@ def test_a_bool_mask_added_to_the_scores_is_a_convention_mistake():
     keep = reference.causal_mask(5)
     verdict = check_attention(student(q, k, v, keep, add_bool=True), attention_case(q, k, v, keep),
                               concept="mask-fill-value", message="generic")
-    assert verdict.concept == "mask-convention" and "bool keep-mask" in verdict.message
+    assert verdict.concept == "mask-convention" and "bool keep-mask" in str(verdict.message)
 
 
+@settings(deadline=None)  # no timing assertion: a loaded machine is slow, not wrong
 @given(st.integers(1, 5), st.integers(0, 4))
 def test_an_additive_float_mask_is_named_as_one(lq, extra):
     lk = lq + extra
@@ -92,9 +93,9 @@ def test_an_additive_float_mask_is_named_as_one(lq, extra):
     additive = torch.zeros(lq, lk).masked_fill(~want, float("-inf"))
     for got in (additive, additive[None], torch.zeros(lq, lk).masked_fill(~want, torch.finfo(torch.float32).min)):
         v = check_mask(got, want, what="causal_mask", concept="causal-alignment", message="generic")
-        assert v.concept == "mask-convention" and "`additive == 0`" in v.message
+        assert v.concept == "mask-convention" and "`additive == 0`" in str(v.message)
     v = check_mask(want.float(), want, what="causal_mask", concept="causal-alignment", message="generic")
-    assert v.concept == "mask-convention" and "dtype=torch.bool" in v.message
+    assert v.concept == "mask-convention" and "dtype=torch.bool" in str(v.message)
     assert check_mask(want.clone(), want, what="causal_mask", concept="causal-alignment", message="generic").passed
 
 

@@ -19,20 +19,20 @@ def test_the_right_tensor_passes():
 def test_a_wrong_shape_is_the_cases_concept_and_names_both_shapes():
     v = check_structure(torch.zeros(2, 3), (3, 2), torch.float32, what="attention(q, k, v)", shape_concept="shapes")
     assert not v.passed and v.concept == "shapes"
-    assert v.message == "attention(q, k, v) has shape (2, 3), expected (3, 2)."
+    assert str(v.message) == "attention(q, k, v) has shape (2, 3), expected (3, 2)."
     assert v.evidence.expected_shape == [3, 2] and v.evidence.actual_shape == [2, 3]
 
 
 def test_a_wrong_dtype_is_output_dtype():
     v = check_structure(torch.zeros(2, dtype=torch.float64), (2,), torch.float32, what="out", shape_concept="s")
-    assert v.concept == "output-dtype" and v.message == "out is torch.float64, expected torch.float32."
+    assert v.concept == "output-dtype" and str(v.message) == "out is torch.float64, expected torch.float32."
 
 
 def test_not_a_tensor_is_a_signature_failure_naming_the_type():
     v = check_values([1.0, 2.0], _expected([1.0, 2.0]), what="out", concept="c", message="m")
-    assert v.concept == "signature" and "returned list" in v.message
+    assert v.concept == "signature" and "returned list" in str(v.message)
     assert type_name(torch.zeros(1)) == "torch.Tensor" and type_name(3) == "int"
-    assert "returned numpy.ndarray" in not_a_tensor(type("ndarray", (), {"type_name": "numpy.ndarray"})(), "out").message
+    assert "returned numpy.ndarray" in str(not_a_tensor(type("ndarray", (), {"type_name": "numpy.ndarray"})(), "out").message)
 
 
 @settings(max_examples=100, deadline=None)
@@ -42,7 +42,7 @@ def test_one_element_off_fails_with_the_cases_concept_and_its_index(i, off):
     actual = exp.oracle.float().clone()
     actual[i] += off
     v = check_values(actual, exp, what="out", concept="softmax-axis", message="Check the axis.")
-    assert not v.passed and v.concept == "softmax-axis" and v.message == "Check the axis."
+    assert not v.passed and v.concept == "softmax-axis" and str(v.message) == "Check the axis."
     assert v.evidence.first_bad_index == [i]
     assert v.evidence.max_abs_error > v.evidence.allowed_error
 
@@ -51,7 +51,7 @@ def test_nan_has_its_own_concept_and_where_it_is():
     exp = _expected([0.0, 0.0, 0.0])
     actual = torch.tensor([0.0, float("nan"), 0.0])
     v = check_values(actual, exp, what="out", concept="c", message="Fix it.", nan_concept="fully-masked-rows")
-    assert v.concept == "fully-masked-rows" and v.message == "out contains NaN. Fix it."
+    assert v.concept == "fully-masked-rows" and str(v.message) == "out contains NaN. Fix it."
     assert v.evidence.nan_locations == [[1]]
 
 
@@ -81,3 +81,25 @@ def test_farthest_of_keeps_per_element_the_result_farthest_from_the_oracle():
         m = torch.tensor(sel)
         err = lambda t, m=m: float((t.double() - oracle)[m].abs().max())  # noqa: E731
         assert err(worst) == max(err(a), err(b))
+
+
+def test_the_half_precision_allowance_is_computed_once_per_selection_and_never_reused_for_another():
+    """compare keeps the reference's part of the flash allowance on the Expected, per selection:
+    the same verdict as computing it each time, and a selection with other cells gets its own."""
+    from grader.checks.tolerance import compare_flash
+
+    g = torch.Generator().manual_seed(3)
+    oracle = torch.randn(2, 6, 4, generator=g, dtype=torch.float64)
+    naive = (oracle + 0.01 * torch.randn(2, 6, 4, generator=g, dtype=torch.float64)).half()
+    naive[1, 5] += 1.0  # a row whose naive error is large: selecting it widens the allowance
+    exp = Expected(oracle, naive, torch.float16)
+    rows = torch.ones(2, 6, 1, dtype=torch.bool)
+    rows[1, 5] = False
+    student = oracle.half() + 0.3
+    for where in (rows.expand(2, 6, 4), rows.expand(2, 6, 4), torch.ones(2, 6, 1, dtype=torch.bool).expand(2, 6, 4),
+                  None, rows.expand(2, 6, 4)):
+        cached = compare(student, exp, where=where)
+        fresh = compare_flash(student, oracle, naive, where=where)
+        assert (cached.ok, cached.allowed_error, cached.reason) == (fresh.ok, fresh.allowed_error, fresh.reason)
+    assert not compare(student, exp, where=rows.expand(2, 6, 4)).ok
+    assert compare(student, exp, where=None).ok  # the selected large row's naive error allows 0.3

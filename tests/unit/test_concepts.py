@@ -72,7 +72,8 @@ def test_an_unknown_concept_names_the_case_its_file_and_line_and_lists_the_valid
 
 def test_a_concept_entry_without_an_explanation_is_refused(tmp_path):
     spec = SPEC.replace('explanation = "Only real tokens are averaged. Padding is left out of both."\n', "")
-    with pytest.raises(AssignmentSpecError, match=r"entry 1 \(loss-padding\): missing \['explanation'\]"):
+    with pytest.raises(AssignmentSpecError, match=r"spec.toml: missing required key 'explanation' in "
+                                                  r"\[\[concepts\]\] entry 1 \(loss-padding\)$"):
         load_assignment(toy(tmp_path, "loss-padding", spec))
 
 

@@ -9,6 +9,7 @@ from grader.assignment.kit import (Choice, choose_main, code_fingerprint, find_k
                                    locate_assignment, starter_fingerprints, untouched_note)
 from grader.assignment.spec import infer
 from grader.errors import GraderError, UnknownAssignment
+from grader.i18n import EMPTY
 
 STARTER_PY = "def causal_mask(n):\n    raise NotImplementedError\n"
 
@@ -80,10 +81,12 @@ def kit_folder(tmp_path):
 
 def test_the_changed_twin_is_graded_and_the_note_says_why(kit_folder):
     folder, starters = kit_folder
-    assert choose_main(folder, "attention.py", starters) == Choice(
+    chosen = choose_main(folder, "attention.py", starters)
+    assert (chosen.main, str(chosen.note)) == (
         "attention.py", "Graded attention.py: attention.py and attention.ipynb are both the starter as released.")
     (folder / "attention.ipynb").write_bytes(_notebook("def causal_mask(n):\n    return None\n"))
-    assert choose_main(folder, "attention.py", starters) == Choice(
+    chosen = choose_main(folder, "attention.py", starters)
+    assert (chosen.main, str(chosen.note)) == (
         "attention.ipynb", "Graded attention.ipynb: attention.py next to it is the starter as released (unchanged).")
     assert is_untouched(folder / "attention.py", starters) and not is_untouched(folder / "attention.ipynb", starters)
     assert str(untouched_note(folder / "attention.py", starters)) == (
@@ -91,7 +94,7 @@ def test_the_changed_twin_is_graded_and_the_note_says_why(kit_folder):
         "grader check attention.ipynb")
     (folder / "attention.py").write_text("def causal_mask(n):\n    return 1\n", encoding="utf-8")
     assert choose_main(folder, "attention.py", starters).main == "attention.py"  # both changed: the main module
-    assert untouched_note(folder / "attention.py", starters) == ""
+    assert untouched_note(folder / "attention.py", starters) == EMPTY
 
 
 def test_a_folder_without_both_twins_is_left_to_the_loader(tmp_path):

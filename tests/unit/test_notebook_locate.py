@@ -101,7 +101,7 @@ def test_the_only_notebook_in_the_folder_else_a_one_line_error(tmp_path):
     (tmp_path / "scratch.ipynb").unlink()
     with pytest.raises(nl.NotebookNotFound) as none:
         nl.find_notebook()
-    assert none.value.message_i18n.render("zh-CN").startswith("无法确定是哪个笔记本：")
+    assert none.value.render("zh-CN").startswith("无法确定是哪个笔记本：")
     assert "(notebooks in" not in str(none.value) and "there is none in" in str(none.value)
 
 

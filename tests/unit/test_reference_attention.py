@@ -202,7 +202,7 @@ def test_matches_sdpa_on_cuda(dtype):
         assert compare_tensors(sdpa, oracle, atol=1e-5, rtol=1e-5).ok
     else:
         result = compare_flash(sdpa, oracle, out)
-        assert result.ok, result.reason
+        assert result.ok, str(result.reason)
 
 
 # --- the half-precision rule accepts every correct way of writing attention in the input dtype -----
@@ -271,7 +271,7 @@ def test_half_precision_rule_accepts_every_correct_same_dtype_implementation(Lq,
     for impl in (masked_attention, masked_attention_by_hand, _by_hand_reciprocal, _einsum, _upcast, _sdpa):
         out, w = impl(q, k, v, mask)
         c = compare_flash(out, o64, naive_out, where=rows)
-        assert c.ok, (impl.__name__, "out", c.reason)
+        assert c.ok, (impl.__name__, "out", str(c.reason))
         if w is not None:
             c = compare_flash(w, w64, naive_w, where=rows)
-            assert c.ok, (impl.__name__, "weights", c.reason)
+            assert c.ok, (impl.__name__, "weights", str(c.reason))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.submission.ids import name_hash
+from grader.i18n import verbatim
 from grader.report import render_dashboard, render_submission
 from grader.assignment.builtin import EXPLANATIONS
 from grader.report.dashboard import RunInfo
@@ -218,7 +219,7 @@ def test_cell_errors_name_the_cell_by_its_label_with_the_first_line():
     import dataclasses
 
     r = load_fixture("cy_noisy")
-    e = dataclasses.replace(r.load.cell_errors[0], label="code cell 4 (plt.plot(w[0, 0]))")
+    e = dataclasses.replace(r.load.cell_errors[0], label=verbatim("code cell 4 (plt.plot(w[0, 0]))"))
     doc = parse(render_submission(dataclasses.replace(r, load=dataclasses.replace(r.load, cell_errors=[e]))))
     h3 = " ".join(doc.find("section", id="cell-errors").find("h3").text().split())
     assert h3.startswith("Code cell 4 (plt.plot(w[0, 0])): NameError")

@@ -8,6 +8,7 @@ import re
 from hypothesis import given, strategies as st
 
 from grader.assignment.builtin import CLASS_PHRASES, CONCEPTS, EXPLANATIONS
+from grader.i18n import verbatim
 from grader.report.heatmap import build_heatmap
 from grader.report.text import clean, clean_block, csv_cell, md_escape
 from grader.results import Heatmap
@@ -53,7 +54,7 @@ def test_heatmap_derives_leaks_from_keep_and_flags_wrong_row_sums():
     keep = _square(3, lambda q, k: k <= q)
     expected = _square(3, lambda q, k: 1 / (q + 1) if k <= q else 0.0)
     actual = _square(3, lambda q, k: 1 / 3)
-    hm = build_heatmap(Heatmap("t", expected, actual, keep), "u")
+    hm = build_heatmap(Heatmap(verbatim("t"), expected, actual, keep), "u")
     mine = next(p for p in hm.panels if p.role == "actual")
     assert {(c.q, c.k) for c in mine.cells if c.leak} == {(0, 1), (0, 2), (1, 2)}
     assert hm.n_leaks == 3 and hm.n_wrong_rows == 0  # rows of 1/3 still sum to 1
@@ -61,21 +62,21 @@ def test_heatmap_derives_leaks_from_keep_and_flags_wrong_row_sums():
 
 
 def test_heatmap_without_actual_has_one_panel_and_nan_is_spelled_out():
-    hm = build_heatmap(Heatmap("t", [[1.0, 0.0]], None, [[True, False]]), "u")
+    hm = build_heatmap(Heatmap(verbatim("t"), [[1.0, 0.0]], None, [[True, False]]), "u")
     assert [p.role for p in hm.panels] == ["expected"] and hm.n_leaks == 0
-    hm = build_heatmap(Heatmap("t", [[1.0, 0.0]], [[math.nan, 0.0]], [[True, False]]), "u")
+    hm = build_heatmap(Heatmap(verbatim("t"), [[1.0, 0.0]], [[math.nan, 0.0]], [[True, False]]), "u")
     mine = hm.panels[1]
     assert mine.cells[0].text == "NaN" and mine.row_sums[0].wrong and mine.row_sums[0].text == "Σ NaN"
 
 
 def test_heatmap_refuses_ragged_or_empty_matrices_and_drops_a_wrong_shaped_actual():
-    assert build_heatmap(Heatmap("t", [], None), "u") is None
-    assert build_heatmap(Heatmap("t", [[1.0], [1.0, 2.0]], None), "u") is None
-    hm = build_heatmap(Heatmap("t", [[1.0, 0.0]], [[1.0]], [[True, False]]), "u")
+    assert build_heatmap(Heatmap(verbatim("t"), [], None), "u") is None
+    assert build_heatmap(Heatmap(verbatim("t"), [[1.0], [1.0, 2.0]], None), "u") is None
+    hm = build_heatmap(Heatmap(verbatim("t"), [[1.0, 0.0]], [[1.0]], [[True, False]]), "u")
     assert [p.role for p in hm.panels] == ["expected"]
 
 
 def test_large_heatmaps_get_smaller_cells_without_numbers():
-    hm = build_heatmap(Heatmap("t", _square(40, lambda q, k: 0.0), _square(40, lambda q, k: 0.0)), "u")
+    hm = build_heatmap(Heatmap(verbatim("t"), _square(40, lambda q, k: 0.0), _square(40, lambda q, k: 0.0)), "u")
     assert hm.cell == 8 and all(c.text == "" for p in hm.panels for c in p.cells)
     assert sum(len(p.cells) for p in hm.panels) == 3 * 1600

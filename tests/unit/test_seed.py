@@ -4,42 +4,48 @@ it; a kit's seed drawn at random, unrelated to either."""
 from __future__ import annotations
 
 import os
+import re
+import tomllib
 
 import pytest
 
 from grader.assignment.seed import SEED_FILE, assignment_seed, kit_seed
+from grader.assignment.spec_file import read_spec
 from grader.errors import AssignmentSpecError
 
 
 def test_the_instructors_seed_is_used_as_written(tmp_path):
-    assert assignment_seed({"seed": 424242}, tmp_path) == 424242
+    assert assignment_seed(424242, tmp_path) == 424242
     assert not (tmp_path / SEED_FILE).exists()
 
 
 def test_without_a_seed_128_random_bits_are_drawn_once_and_kept(tmp_path):
-    first = assignment_seed({}, tmp_path)
+    first = assignment_seed(None, tmp_path)
     assert first.bit_length() > 100  # 128 random bits: below 2**100 with probability 2**-28
     assert (tmp_path / SEED_FILE).read_text() == f"{first}\n"
     assert os.stat(tmp_path / SEED_FILE).st_mode & 0o077 == 0  # the instructor's only
-    assert assignment_seed({}, tmp_path) == first  # the same inputs on every run
+    assert assignment_seed(None, tmp_path) == first  # the same inputs on every run
     other = tmp_path / "other"
     other.mkdir()
-    assert assignment_seed({}, other) != first
+    assert assignment_seed(None, other) != first
 
 
 def test_a_folder_that_cannot_keep_a_seed_is_a_clear_error(tmp_path):
     gone = tmp_path / "gone"  # what a read-only folder gives too (root writes into those)
     with pytest.raises(AssignmentSpecError, match=r"sets no seed and .*seed.secret cannot be written .* add "
                                                   r"seed = \d+ \(a fresh random number\) to spec.toml"):
-        assignment_seed({}, gone)
+        assignment_seed(None, gone)
 
 
 def test_a_bad_seed_is_a_clear_error(tmp_path):
-    with pytest.raises(AssignmentSpecError, match="seed must be a non-negative integer, got '12'"):
-        assignment_seed({"seed": "12"}, tmp_path)
+    for bad in ('"12"', "-1", "true"):
+        (tmp_path / "spec.toml").write_text(f"seed = {bad}\n")
+        with pytest.raises(AssignmentSpecError, match=r"spec.toml: seed in the top table must be a non-negative "
+                                                      rf"integer, got {re.escape(repr(tomllib.loads(f'x = {bad}')['x']))}"):
+            read_spec(tmp_path)
     (tmp_path / SEED_FILE).write_text("not a number\n")
     with pytest.raises(AssignmentSpecError, match="expected the assignment's seed"):
-        assignment_seed({}, tmp_path)
+        assignment_seed(None, tmp_path)
 
 
 def test_kit_seeds_are_drawn_at_random():

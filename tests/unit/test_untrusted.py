@@ -93,7 +93,7 @@ def test_sqlite_ledger_stores_and_returns_any_text(tmp_path):
         ledger.record(key, report)
         back = ledger.lookup(key).report
     assert back is not None and back.submission.id == untrusted.storable(nasty.ALL)
-    assert back.cases[0].message.startswith(untrusted.storable(nasty.ALL))
+    assert str(back.cases[0].message).startswith(untrusted.storable(nasty.ALL))
 
 
 def test_sqlite_gradebook_and_its_csv(tmp_path):
@@ -118,6 +118,15 @@ def test_results_json_is_valid_utf8_and_reads_back(tmp_path):
     assert b"\\ud800" not in raw and b"\\udce9" not in raw
     [back] = load_results(tmp_path / "results")
     assert back.submission.id == untrusted.storable(nasty.ALL)
+
+
+def test_results_json_holds_one_line_per_case_and_reads_back_as_written(tmp_path):
+    report = _nasty()
+    path = write_result_json(report, tmp_path / "results")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(path.read_text(encoding="utf-8")) == json.loads(json.dumps(to_dict(load_results(tmp_path / "results")[0])))
+    assert sum(line.startswith('    {"id": ') for line in lines) == len(report.cases)
+    assert len(lines) == len(to_dict(report)) + len(report.cases) + 3  # {, a line per field, ], }
 
 
 def test_html_report_and_dashboard(tmp_path):

@@ -34,11 +34,16 @@ CHANNEL_FD = 3
 MAX_TEXT = 8000
 
 
-def serve(cfg: dict, applied: list[str]) -> None:
+def serve(cfg: dict, applied: list[str], *, channel: tuple[int, int] = (CHANNEL_FD, CHANNEL_FD),
+          environment: dict[str, str] | None = None) -> None:
+    """Serve requests read from ``channel[0]``, replies written to ``channel[1]`` (one socket at
+    ``CHANNEL_FD`` in a jailed worker; two pipes in a portable one). `environment`: the worker's
+    whole environment (default: a cleared one for Linux, with HOME and TMPDIR in the scratch dir)."""
     scratch = cfg["scratch"]
     os.environ.clear()
-    os.environ.update({"HOME": scratch, "TMPDIR": scratch, "PATH": "/usr/local/bin:/usr/bin:/bin",
-                       "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    os.environ.update(environment if environment is not None else {
+        "HOME": scratch, "TMPDIR": scratch, "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     if cfg.get("cuda_visible_devices") is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cfg["cuda_visible_devices"]
     import torch
@@ -52,7 +57,21 @@ def serve(cfg: dict, applied: list[str]) -> None:
             stream.reconfigure(line_buffering=True)
         except (AttributeError, ValueError):
             pass
-    Server(cfg).run({"op": "hello", "applied": applied, "pid": os.getpid()})
+    cuda = bound_cuda_memory(torch, int(cfg.get("gpu_memory_bytes") or 0)) if cfg.get("device", "").startswith("cuda") else {}
+    Server(cfg, channel).run({"op": "hello", "applied": applied, "pid": os.getpid(), "cuda": cuda})
+
+
+def bound_cuda_memory(torch: Any, limit: int) -> dict:
+    """Before any student code: keep this worker's CUDA caching allocator to `limit` bytes of the
+    device's memory (``set_per_process_memory_fraction``: past it an allocation raises CUDA's
+    out-of-memory error). Best effort: memory the driver, the CUDA context or a library allocates
+    outside torch's allocator is in no limit. Returns what was set (for the hello), {} for none."""
+    if limit <= 0 or not torch.cuda.is_available():
+        return {}
+    total = int(torch.cuda.get_device_properties(0).total_memory)
+    fraction = min(1.0, limit / total)
+    torch.cuda.set_per_process_memory_fraction(fraction, 0)
+    return {"fraction": fraction, "limit_bytes": min(limit, total), "device_bytes": total}
 
 
 SEED_QUEUED = False
@@ -74,7 +93,8 @@ def queue_seed() -> None:
 class Server:
     """The submission's namespace and the objects handed out as handles; one ``op_*`` per request."""
 
-    def __init__(self, cfg: dict):
+    def __init__(self, cfg: dict, channel: tuple[int, int] = (CHANNEL_FD, CHANNEL_FD)):
+        self._rfd, self._wfd = channel
         self.scratch = os.path.realpath(cfg["scratch"])
         self.module = types.ModuleType("submission")
         self.module.__file__ = os.path.join(self.scratch, cfg.get("main", "submission.py"))
@@ -90,7 +110,7 @@ class Server:
         self.send(hello)
         while True:
             try:
-                header, payload = read_frame(CHANNEL_FD)
+                header, payload = read_frame(self._rfd)
             except EOFError:
                 os._exit(0)
             try:
@@ -121,7 +141,7 @@ class Server:
             frame = encode_frame({"ok": False, "error": {
                 "type": "UnsendableResult", "message": f"the result cannot be sent to the grader: {e}",
                 "traceback": ""}})
-        write_all(CHANNEL_FD, frame)
+        write_all(self._wfd, frame)
 
     @staticmethod
     def _flush() -> None:

@@ -29,7 +29,7 @@ import traceback
 # The server and the jail: both imported here, before the jail hides the grader's files.
 from grader.sandbox.child import server
 from grader.sandbox.child.server import CHANNEL_FD
-from grader.sandbox.jail import enter
+from grader.sandbox.jail import enter, resident
 from grader.sandbox.wire import write_all
 
 
@@ -176,14 +176,20 @@ def sweep_orphans() -> None:
 
 def _become_worker(cfg: dict, channel_fd: int, out_fd: int, err_fd: int) -> None:
     # Move the inherited fds to 0..3 (via high numbers, so sources and targets cannot collide).
-    high = [os.dup(fd) for fd in (channel_fd, out_fd, err_fd)]
+    layer = resident.LAYER_FD  # the zygote's Landlock layer, if any: the jail applies it, then closes it
+    high = [os.dup(fd) for fd in (channel_fd, out_fd, err_fd) + ((layer,) if layer is not None else ())]
     high = [_fcntl_dup(fd, 100 + i) for i, fd in enumerate(high)]
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(high[1], 1)
     os.dup2(high[2], 2)
     os.dup2(high[0], CHANNEL_FD)
-    os.closerange(CHANNEL_FD + 1, _max_fd())
+    top = CHANNEL_FD
+    if layer is not None:
+        top = CHANNEL_FD + 1
+        os.dup2(high[3], top, inheritable=False)
+        resident.LAYER_FD = top
+    os.closerange(top + 1, _max_fd())
     for fd in (0, 1, 2, CHANNEL_FD):
         os.set_inheritable(fd, fd != CHANNEL_FD)
     applied = enter.enter_worker(cfg)

@@ -65,7 +65,7 @@ def _warm_ops() -> None:
     decode_frame(frame[PREFIX.size:PREFIX.size + hlen], frame[PREFIX.size + hlen:])
 
 
-def main(ctl_fd: int, warm_meta: bool = False) -> None:
+def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) -> None:
     # No cyclic collection while importing torch (and torch._dynamo for the meta warm-up): the
     # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
     # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
@@ -73,6 +73,9 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     import time
 
     started = time.time()
+    from grader.sandbox.jail import resident
+
+    resident.record_opens()
     import torch
 
     imported = time.time()
@@ -96,6 +99,8 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     server.queue_seed()
     if sys.platform.startswith("linux"):
         enter.prctl(enter.PR_SET_CHILD_SUBREAPER, 1)
+    warmed = time.time()
+    page_cache = _make_reads_resident(libraries)
     # Everything imported so far lives as long as the zygote and its forks: move it out of the
     # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
     # objects again (and copies their pages on write). No collection first: the imports left little
@@ -104,8 +109,8 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     gc.enable()
     ctl = socket.socket(fileno=ctl_fd)
     # When it started, had imported torch and had warmed up (wall clock): the start-up breakdown's.
-    times = {"start": started, "torch": imported, "warm": time.time()}
-    ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "times": times}).encode())
+    times = {"start": started, "torch": imported, "warm": warmed}
+    ctl.send(json.dumps({"ready": True, "pid": os.getpid(), "times": times, "resident": page_cache}).encode())
     mine: set[int] = set()
     direct: dict[int, _Direct] = {}  # workers forked straight into their own PID namespace
     own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY) if sys.platform.startswith("linux") else -1
@@ -168,7 +173,7 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
                 ctl.send(json.dumps({"pid": pid}).encode())
             elif req.get("op") == "warm_meta" and not fds:
                 _warm_meta()
-                ctl.send(b'{"ok": true}')
+                ctl.send(json.dumps({"ok": True, "resident": _make_reads_resident(libraries)}).encode())
             else:
                 for fd in fds:
                     os.close(fd)
@@ -177,6 +182,23 @@ def main(ctl_fd: int, warm_meta: bool = False) -> None:
     _kill_all(mine)
     # Skip interpreter teardown: unloading torch is slow and nothing here needs flushing.
     os._exit(0)
+
+
+def _make_reads_resident(libraries: tuple[str, ...]) -> dict:
+    """Every page a worker may read, resident, and the Landlock layer that keeps its reads to them
+    (``grader.sandbox.jail.resident``), `libraries` whole (folders on the workers' sys.path only); run
+    again after imports that add files. Its summary, or the error that leaves workers without it."""
+    import glob
+
+    import grader
+    from grader.sandbox.jail import paths, resident
+
+    devices = (*paths.BASIC_DEVICES, *glob.glob("/dev/nvidia*"))  # a worker's own layer narrows them
+    try:
+        return resident.prepare(hidden=(os.path.dirname(os.path.realpath(grader.__file__)),),
+                                open_below=("/sys", os.getcwd()), devices=devices, libraries=libraries)
+    except OSError as e:
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 class _Direct:
@@ -245,4 +267,6 @@ def _kill_all(mine: set[int]) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), warm_meta="--warm-meta" in sys.argv[2:])
+    args = sys.argv[2:]
+    main(int(sys.argv[1]), warm_meta="--warm-meta" in args,
+         libraries=tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--library"))

@@ -26,6 +26,7 @@ from typing import NoReturn
 from grader import untrusted
 from grader.i18n import Msg, tr
 from grader.sandbox.errors import (
+    CrashKind,
     SandboxError,
     WireError,
     WorkerCrashed,
@@ -122,7 +123,7 @@ class Channel:
             if self._tree_memory is not None and now >= next_poll:
                 next_poll = now + self.poll_interval
                 if self._tree_memory() > self.memory_cap:
-                    self._die(WorkerCrashed("memory", memory_message(self.limits, phase)), "memory")
+                    self._die(WorkerCrashed(CrashKind.MEMORY, memory_message(self.limits, phase)), "memory")
             rl = [self._ch] + [fd for fd in self._fds.values() if fd >= 0]
             out = self._out
             r, w, _ = select.select(rl, [self._ch] if out else [], [], min(self.poll_interval, max(0.0, deadline - now)))
@@ -187,7 +188,7 @@ class Channel:
             kept += data[:room]
         self._total_out += len(data)
         if self._total_out > self.limits.kill_output_bytes and not self._dead():
-            self._die(WorkerCrashed("output", tr("the submission printed more than {mib} MiB of output",
+            self._die(WorkerCrashed(CrashKind.OUTPUT, tr("the submission printed more than {mib} MiB of output",
                                                  mib=self.limits.kill_output_bytes >> 20)), "output")
 
     def drain_output(self) -> None:

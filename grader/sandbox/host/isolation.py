@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from grader.sandbox.host import zygote
+from grader.sandbox.host.process import dead
 from grader.sandbox.jail import cgroups, paths
 from grader.sandbox.limits import GiB, Limits
 
@@ -38,6 +39,9 @@ class IsolationPlan:
     devices: tuple[str, ...] = ()
     """The device nodes of the worker's own /dev, and the only ones Landlock lets it open."""
     landlock_abi: int = 0
+    resident: bool = False
+    """Each worker also restricts its reads to the files its zygote made resident (the page cache
+    then carries no bit from one worker to another: ``grader.sandbox.jail.resident``)."""
     userns: bool = False
     """The namespaces need a user namespace (the grader is not root)."""
 
@@ -88,7 +92,7 @@ def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, s
     hierarchy = cgroups.find()
     if hierarchy is not None:
         feats.add("cgroup")
-        cgroups.remove_stale(hierarchy, zygote.dead)
+        cgroups.remove_stale(hierarchy, dead)
     else:
         feats.add("rss")
     return IsolationPlan(features=frozenset(feats), hierarchy=hierarchy, hide=tuple(hide),
@@ -116,10 +120,11 @@ def worker_config(plan: IsolationPlan, lim: Limits, *, scratch: str, main: str, 
         "hide": list(plan.hide), "read_paths": list(plan.read_paths), "cover": list(plan.cover),
         "devices": list(plan.devices),
         "scratch_bytes": lim.scratch_bytes, "scratch_inodes": lim.scratch_files,
-        "landlock_abi": plan.landlock_abi, "userns": plan.userns, "cgroups": cgroups,
+        "landlock_abi": plan.landlock_abi, "resident": plan.resident, "userns": plan.userns, "cgroups": cgroups,
         "cpu_seconds": int(2 * lim.submission_timeout_s) + 1, "max_file_bytes": lim.max_file_bytes,
         "sys_path": sys_path,
         "address_space": (max(3 * GiB, lim.memory_bytes + 3 * GiB // 2)
                           if "rss" in plan.features and device == "cpu" else 0),
         "nproc": 0, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "device": device, "gpu_memory_bytes": lim.gpu_memory_bytes,
     }

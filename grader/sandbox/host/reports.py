@@ -11,10 +11,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from grader.i18n import Msg, join, tr
-from grader.results import CellError, split_message
+from grader.i18n import EMPTY, Msg, join, tr, verbatim
+from grader.results import CellError
 from grader.sandbox.errors import (
     DISK_ERRNOS,
+    CrashKind,
     SandboxError,
     WorkerCrashed,
     disk_message,
@@ -40,37 +41,28 @@ class NameInfo:
 class LoadReport:
     ok: bool
     """False when nothing can be graded (crash, timeout, or no unit ran and nothing was defined)."""
-    message: str = ""
-    """In English; a `Msg` given here moves to ``message_i18n``."""
+    message: Msg = EMPTY
+    """Why nothing can be graded, or which units raised while loading."""
     cell_errors: list[CellError] = field(default_factory=list)
     failure: SandboxError | None = None
     """The WorkerTimeout / WorkerCrashed that ended loading, if any."""
     defined: tuple[str, ...] = ()
-    message_i18n: Msg | None = None
-
-    def __post_init__(self) -> None:
-        split_message(self, "message", "message_i18n")
-
-    @property
-    def text(self) -> Msg | str:
-        """The message, translatable where it was given as a `Msg`."""
-        return self.message_i18n if self.message_i18n is not None else self.message
 
 
 def load_report(reply: dict, limits: Limits) -> LoadReport:
     """The LoadReport for the worker's reply to "load"."""
     if not reply.get("ok"):
         err = reply.get("error") or {}
-        return LoadReport(ok=False, message=f"{err.get('type')}: {err.get('message')}")
+        return LoadReport(ok=False, message=verbatim(f"{err.get('type')}: {err.get('message')}"))
     raw = [e for e in reply.get("cell_errors", []) if type(e) is dict]
     if any(e.get("errno") in DISK_ERRNOS for e in raw):
-        crash = WorkerCrashed("disk", disk_message(limits))
+        crash = WorkerCrashed(CrashKind.DISK, disk_message(limits))
         return LoadReport(ok=False, message=load_failure_message(crash), failure=crash)
     errors = [CellError(cell=e.get("cell"), error=str(e.get("error")), traceback=str(e.get("traceback")))
               for e in raw]
     defined = tuple(str(x) for x in reply.get("defined", []))
     ok = bool(reply.get("completed")) or bool(defined)
-    message = ""
+    message = EMPTY
     if errors:
         where = join([tr("cell {n}", n=e.cell) if e.cell else tr("the module") for e in errors], ", ")
         message = tr("{n} unit(s) raised while loading ({where}); grading went on.", n=len(errors), where=where)

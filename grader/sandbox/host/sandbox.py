@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -24,6 +25,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from grader.i18n import Msg, tr
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
@@ -31,7 +33,7 @@ from grader.sandbox.host.process import Reaper, WorkerProcess
 from grader.sandbox.host.reports import LoadReport
 from grader.sandbox.host.worker import Worker
 from grader.sandbox.jail import cgroups
-from grader.sandbox.limits import Limits
+from grader.sandbox.limits import Budget, Limits
 from grader.timings import mark
 
 LINUX = sys.platform.startswith("linux")
@@ -60,7 +62,7 @@ class Submission(Protocol):
     @property
     def files(self) -> dict[str, bytes]: ...
     @property
-    def error(self) -> str | None: ...
+    def error(self) -> Msg | None: ...
 
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -83,7 +85,7 @@ class Sandbox:
 
     def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
                  isolation: str = "auto", warm_meta: bool = True, prestarted: zygote.Prestart | None = None,
-                 self_test: bool = True, accept_isolation: str | None = None):
+                 self_test: bool = True, accept_isolation: str | None = None, budget: Budget | None = None):
         """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
 
         warm_meta: have the zygote run its first meta-device op before any worker starts (paid
@@ -100,6 +102,7 @@ class Sandbox:
 
         accept_isolation: the weaker level (its name) an instructor accepts where the self-test
         proves less than the level claims; it is then the level every result records.
+        budget: what all of this sandbox's workers may use at once (one cgroup over them all).
         """
         if isolation not in ("auto", "process"):
             raise ValueError(f"isolation must be 'auto' or 'process', not {isolation!r}")
@@ -142,6 +145,9 @@ class Sandbox:
         _LIVE.add(self)
         try:
             self._plan = plans.choose(isolation, probe, self._env, self._root, device)
+            if budget is not None and self._plan.hierarchy is not None:  # the workers' cgroups below the batch's
+                self._plan = dataclasses.replace(self._plan, hierarchy=cgroups.make_batch(self._plan.hierarchy, budget))
+            self._batch = self._plan.hierarchy if budget is not None else None
             self._sys_path = plans.worker_sys_path(self._plan.read_paths)
             self.features: frozenset[str] = self._plan.features
             self.isolation: str = self._plan.name
@@ -155,14 +161,17 @@ class Sandbox:
                 mark("zygote.ready", **{f"zygote_{k}": v for k, v in self._zygote.times.items()})
                 if warm_meta:
                     self._zygote.warm_meta(self.limits.start_timeout_s)
-            self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation)
+                kept = "landlock" in self.features and "error" not in self._zygote.resident  # jail/resident.py
+                self._plan = dataclasses.replace(self._plan, resident=kept)
+            self.limits_note = selftest.limits_note(self.features, self._plan.hierarchy, limits, chosen=isolation, budget=budget)
             """What bounds each worker's resources here, in plain words (every result records it)."""
             if self_test:
                 proof = selftest.check(self, meta=warm_meta or self._zygote is None,
                                        hierarchy=self._plan.hierarchy)
                 self.isolation = selftest.proven_level(self.features, proof, accept=accept_isolation)
                 if proof.unproven:
-                    self.limits_note = f"{', '.join(proof.unproven)} limit not proven, accepted by the instructor"
+                    self.limits_note = tr("{limits} limit not proven, accepted by the instructor",
+                                          limits=", ".join(proof.unproven))
         except BaseException:
             self.close()
             raise
@@ -206,6 +215,11 @@ class Sandbox:
     def zygote_pid(self) -> int | None:
         """The zygote's pid (None: no zygote, each worker is a fresh process)."""
         return self._zygote.pid if self._zygote is not None else None
+
+    @property
+    def page_cache(self) -> dict:
+        """What the zygote made resident, all its workers may read (empty: not kept to it)."""
+        return dict(self._zygote.resident) if self._zygote is not None and self._plan.resident else {}
 
     @property
     def meta_warm(self) -> bool:
@@ -338,6 +352,8 @@ class Sandbox:
             reaper.stop()
         if not self._owner:
             return
+        if batch := getattr(self, "_batch", None):
+            cgroups.remove_batch(batch)
         self._stop_zygote()
         shutil.rmtree(self._root, ignore_errors=True)
         _LIVE.discard(self)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from grader.sandbox.errors import EnvironmentBroken, SandboxError
 from grader.timings import mark
+from grader.i18n import Msg, join, tr
 
 PROBE = '''
 import importlib.util
@@ -33,13 +34,13 @@ def probe(meta):
     for p in sys.path:
         if p != os.getcwd() and not os.access(p, os.R_OK | os.X_OK):
             problems.append(f"the folder {p} on sys.path cannot be read from inside the jail")
-    # Modules a correct submission may import lazily: their files must be readable here.
+    # Modules a correct submission may import lazily: their code must load here (compiled or
+    # from source, as an import reads it).
     for name in ("torch.fx.experimental.symbolic_shapes", "torch.nn.functional", "numpy.linalg",
                  "json.decoder", "colorsys"):
         try:
             spec = importlib.util.find_spec(name)
-            with open(spec.origin, "rb") as f:
-                f.read(1)
+            spec.loader.get_code(spec.name)
         except Exception as e:
             problems.append(f"the module {name} cannot be read ({type(e).__name__}: {e})")
     try:
@@ -184,7 +185,7 @@ def check(sandbox, *, meta: bool, hierarchy=None) -> Proof:
 def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
     """Try to exceed, in worker `w`, each limit `features` claim (cgroup: memory, pids, and cpu
     where `hierarchy` has it; rss: memory); the worker is dead afterwards."""
-    from grader.sandbox.errors import WorkerCrashed
+    from grader.sandbox.errors import CrashKind, WorkerCrashed
 
     if "cgroup" in features and hierarchy is not None:
         return _prove_cgroup(w, hierarchy)
@@ -195,8 +196,8 @@ def prove_limits(w, features: frozenset[str], hierarchy) -> Proof:
         w.call("exceed_memory", 4 * RSS_HEADROOM, 2.0)
         return Proof({"memory": False}, {"memory": "an allocation past the polled memory cap went on"})
     except WorkerCrashed as e:
-        died = {} if e.kind == "memory" else {"memory": f"the worker died otherwise ({e})"}
-        return Proof({"memory": e.kind == "memory"}, died)
+        died = {} if e.kind is CrashKind.MEMORY else {"memory": f"the worker died otherwise ({e})"}
+        return Proof({"memory": e.kind is CrashKind.MEMORY}, died)
     except SandboxError as e:
         return Proof({"memory": False}, {"memory": f"the worker failed instead ({e})"})
 
@@ -243,15 +244,30 @@ def proven_level(features: frozenset[str], proof: Proof, *, accept: str | None) 
                             f"weaker level, pass --accept-isolation {proven}")
 
 
-def limits_note(features: frozenset[str], hierarchy, limits, *, chosen: str = "auto") -> str:
-    """In plain words, what bounds each worker's resources here (recorded in every result)."""
+def limits_note(features: frozenset[str], hierarchy, limits, *, chosen: str = "auto", budget=None) -> Msg:
+    """In plain words, what bounds each worker's resources here (recorded in every result, shown to
+    the student with ``-v`` in their language), and the `budget` they share, where one was applied."""
+    note = _worker_limits(features, hierarchy, limits, chosen)
+    if budget is None or "cgroup" not in features or hierarchy is None:
+        return note
+    gib = format(budget.memory_bytes / (1 << 30), ".3g")
+    shared = (tr("all workers at once, pre-started ones included: {cpus} CPUs and {gib} GiB",
+                 cpus=format(budget.cpus, "g"), gib=gib) if hierarchy.cpu
+              else tr("all workers at once, pre-started ones included: {gib} GiB", gib=gib))
+    return join([note, shared], "; ")
+
+
+def _worker_limits(features: frozenset[str], hierarchy, limits, chosen: str) -> Msg:
     gib = format(limits.memory_bytes / (1 << 30), ".3g")
     if "cgroup" in features and hierarchy is not None:
-        cpu = f", {format(limits.cpu_quota, 'g')} CPU" if hierarchy.cpu else ", no CPU cap (no cpu controller)"
-        return (f"cgroup v{hierarchy.version}: {gib} GiB memory (swap off), {limits.max_pids} processes{cpu} "
-                "per worker, each seen to fire at start-up")
+        if hierarchy.cpu:
+            return tr("cgroup v{version}: {gib} GiB memory (swap off), {pids} processes, {cpu} CPU per worker, each "
+                      "seen to fire at start-up", version=hierarchy.version, gib=gib, pids=limits.max_pids,
+                      cpu=format(limits.cpu_quota, "g"))
+        return tr("cgroup v{version}: {gib} GiB memory (swap off), {pids} processes, no CPU cap (no cpu controller) "
+                  "per worker, each seen to fire at start-up", version=hierarchy.version, gib=gib, pids=limits.max_pids)
     if chosen == "process":
-        return (f"the process level uses no cgroup: memory is polled against {gib} GiB, and there is no "
-                "per-worker process or CPU cap")
-    return (f"no cgroup could be written here (this needs root with cgroup v1, or a delegated cgroup v2 "
-            f"subtree): memory is polled against {gib} GiB, and there is no per-worker process or CPU cap")
+        return tr("the process level uses no cgroup: memory is polled against {gib} GiB, and there is no per-worker "
+                  "process or CPU cap", gib=gib)
+    return tr("no cgroup could be written here (this needs root with cgroup v1, or a delegated cgroup v2 subtree): "
+              "memory is polled against {gib} GiB, and there is no per-worker process or CPU cap", gib=gib)

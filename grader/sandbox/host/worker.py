@@ -13,14 +13,15 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader import untrusted
-from grader.i18n import Msg, tr
+from grader.i18n import Msg, tr, verbatim
 from grader.sandbox.errors import (
     DISK_ERRNOS,
     SandboxError,
     StudentError,
+    CrashKind,
     WireError,
     WorkerCrashed,
     WorkerTimeout,
@@ -29,7 +30,6 @@ from grader.sandbox.errors import (
     load_failure_message,
 )
 from grader.sandbox.host.channel import Channel
-from grader.sandbox.host.process import WorkerProcess
 from grader.sandbox.host.reports import (
     LoadReport,
     NameInfo,
@@ -39,6 +39,9 @@ from grader.sandbox.host.reports import (
 )
 from grader.sandbox.limits import Limits
 from grader.sandbox.wire import PREFIX, Handle, decode_frame, encode_frame
+
+if TYPE_CHECKING:  # its module needs Linux's (resource, the jail): the portable worker has its own
+    from grader.sandbox.host.process import WorkerProcess
 
 
 class Worker:
@@ -55,17 +58,22 @@ class Worker:
         self.isolation = isolation
         self._features = features
         self._hand_over = hand_over
-        self.load: LoadReport = LoadReport(ok=False, message="not loaded")
+        self.load: LoadReport = LoadReport(ok=False, message=verbatim("not loaded"))
         self._proc = process
-        self._chan = Channel(channel, out_fd, err_fd, limits, die=self._die, crashed=self._crashed,
-                             dead=lambda: self._dead is not None,
-                             tree_memory=process.tree_memory if "rss" in features else None)
+        self._chan = self._open_channel(channel, out_fd, err_fd, process,
+                                        process.tree_memory if "rss" in features else None)
         self._dead: SandboxError | None = None
         self._closed = False
         self._token = f"{os.getpid()}-{id(self)}"
         self.pid: int | None = None
         self._loading = False
         """The load request was written early (`load_early`): `run_units` only reads its reply."""
+
+    def _open_channel(self, channel: Any, out_fd: int, err_fd: int, process: Any,
+                      tree_memory: Callable[[], int] | None) -> Any:
+        """The grader's end of the channel (a socket and two output pipes here)."""
+        return Channel(channel, out_fd, err_fd, self.limits, die=self._die, crashed=self._crashed,
+                       dead=lambda: self._dead is not None, tree_memory=tree_memory)
 
     @property
     def reply_cap(self) -> int | None:
@@ -268,7 +276,7 @@ class Worker:
             if type(err) is not dict:
                 raise WireError("error reply without details")
             if err.get("errno") in DISK_ERRNOS:
-                self._die(WorkerCrashed("disk", disk_message(self.limits)), "disk")
+                self._die(WorkerCrashed(CrashKind.DISK, disk_message(self.limits)), "disk")
             raise StudentError(as_text(err.get("type"))[:200], as_text(err.get("message")),
                                as_text(err.get("traceback")))
         return reply

@@ -33,6 +33,7 @@ import tempfile
 import threading
 
 from grader.sandbox.errors import SandboxError
+from grader.sandbox.host.process import dead, descendants
 from grader.sandbox.jail import enter
 
 LINUX = sys.platform.startswith("linux")
@@ -51,9 +52,23 @@ def child_env(device: str) -> dict[str, str]:
     return env
 
 
-def dead(pid: str) -> bool:
-    """`pid` (text) names no running process."""
-    return pid.isdigit() and not os.path.exists(f"/proc/{pid}")
+def added_libraries() -> list[str]:
+    """The folders on a worker's sys.path that the zygote's does not have: those PYTHONPATH and
+    .pth files add outside the interpreter's installation (not the grader's own checkout). The
+    zygote lets its workers read them whole (``grader.sandbox.jail.resident``)."""
+    import grader
+    from grader.sandbox.jail.paths import library_path
+
+    pkg = os.path.dirname(os.path.realpath(grader.__file__))
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    out = []
+    for p in library_path():
+        real = os.path.realpath(p)
+        if real == os.path.dirname(pkg) or enter.below(real, pkg) or enter.below(pkg, real):
+            continue
+        if not any(real == pre or enter.below(real, pre) for pre in prefixes) and os.path.isdir(real):
+            out.append(real)
+    return out
 
 
 def remove_stale() -> None:
@@ -93,35 +108,6 @@ def probe_result(proc: subprocess.Popen) -> dict:
         return {}
 
 
-def _proc_table() -> dict[int, int]:
-    """pid -> ppid for every process we can see."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-            table[int(name)] = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return table
-
-
-def descendants(root: int) -> list[int]:
-    table = _proc_table()
-    kids: dict[int, list[int]] = {}
-    for pid, ppid in table.items():
-        kids.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        for c in kids.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 class Zygote:
     """The zygote process (``python -m grader.sandbox.child.zygote``) and the grader's end of its socket.
 
@@ -134,6 +120,8 @@ class Zygote:
         argv = [sys.executable, "-m", "grader.sandbox.child.zygote", str(child.fileno())]
         if warm_meta:
             argv.append("--warm-meta")
+        for folder in added_libraries():
+            argv += ["--library", folder]
         try:
             self.proc = subprocess.Popen(
                 argv, pass_fds=[child.fileno()], env=env, cwd=root, stdin=subprocess.DEVNULL,
@@ -150,6 +138,9 @@ class Zygote:
         self.ready = False
         self.times: dict[str, float] = {}
         """When the zygote started, had imported torch and had warmed up (its ready message)."""
+        self.resident: dict = {}
+        """What the zygote made resident for its workers' reads (``grader.sandbox.jail.resident``):
+        files, bytes, read_bytes, seconds; or an error, and then its workers go without that layer."""
 
     def wait_ready(self, timeout: float) -> None:
         """Block until the zygote has imported torch (and warmed what it was asked to)."""
@@ -167,6 +158,7 @@ class Zygote:
                 self.sock.settimeout(None)
         if not ready.get("ready"):
             raise SandboxError("the sandbox zygote did not start")
+        self.resident = ready.get("resident") if type(ready.get("resident")) is dict else {"error": "none"}
         self.ready = True
         times = ready.get("times")
         if isinstance(times, dict):
@@ -196,6 +188,7 @@ class Zygote:
         reply = self.request({"op": "warm_meta"}, timeout=timeout)
         if not reply.get("ok"):
             raise SandboxError(f"the sandbox zygote could not warm the meta device: {reply}")
+        self.resident = reply.get("resident") if type(reply.get("resident")) is dict else {"error": "none"}
         self.meta_warm = True
 
     def stop(self) -> None:

@@ -1,10 +1,9 @@
 """Per-worker cgroups, v1 or v2: made before the worker starts, swept and removed after it ends.
 
 Each worker gets its own cgroups named ``grader-<grader pid>-<seq>``, below the grader's own
-cgroup (``/proc/self/cgroup``); nothing else of the machine's cgroups is touched, but for the one
-move a v2 delegation may need (below). Removal kills whatever is still inside first, so a folder
-that is gone held no process.
-
+cgroup (``/proc/self/cgroup``), or below ``grader-<pid>-batch<n>`` (`make_batch`), which bounds them
+together by a `Budget`; nothing else of the machine's cgroups is touched, but for the one move a
+v2 delegation may need (below). Removal kills whatever is still inside first.
 - **v1** (one hierarchy per controller): a memory cgroup (``memory.limit_in_bytes``, and the same
   for memory+swap where the kernel accounts swap), a pids cgroup (``pids.max``) and, where the
   kernel has the controller, a cpu cgroup (``cpu.cfs_quota_us``).
@@ -24,17 +23,20 @@ files are reached through a `Files` object so that the unit tests can stand a fa
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import itertools
 import os
 import signal
 import time
 from dataclasses import dataclass, field
 
-from grader.sandbox.limits import Limits
+from grader.sandbox.limits import Budget, Limits
 
 ROOT = "/sys/fs/cgroup"
 LEAF = "grader-main"
 """The v2 leaf the processes of the grader's own cgroup are moved into, when they must be."""
+_BATCHES = itertools.count(1)
 PROOF_PERIOD_US = 2_000
 """The cpu period the self-test's proof uses (1 ms of CPU per 2 ms: a spin is throttled at once)."""
 
@@ -188,45 +190,89 @@ def _procs(fs: Files, path: str) -> list[str]:
         return []
 
 
+def make_batch(h: Hierarchy, budget: Budget) -> Hierarchy:
+    """A cgroup ``grader-<pid>-batch<n>`` over every worker of a sandbox, `budget` written (memory,
+    swap off, a cpu quota): the hierarchy for the workers' cgroups. Removed with `remove_batch`."""
+    name = f"grader-{os.getpid()}-batch{next(_BATCHES)}"
+    made: list[str] = []
+    try:
+        for base in h.bases:
+            h.fs.mkdir(os.path.join(base, name))
+            made.append(os.path.join(base, name))
+        mem, pids, cpu = (os.path.join(b, name) if b else None for b in (h.memory, h.pids, h.cpu))
+        _limit(h, mem, pids, cpu, memory_bytes=budget.memory_bytes, cpus=budget.cpus)
+        if h.version == 2:
+            on = ["memory", "pids"] + (["cpu"] if h.cpu else [])
+            h.fs.write(os.path.join(str(mem), "cgroup.subtree_control"), " ".join(f"+{c}" for c in on))
+    except BaseException:
+        remove_unused(made, h.fs)
+        raise
+    return Hierarchy(h.version, str(mem), str(pids), cpu, h.fs)
+
+
+def remove_batch(h: Hierarchy) -> None:
+    """Remove the batch cgroups `make_batch` made (what is still inside them first)."""
+    for base in h.bases:
+        _remove_tree(h.fs, base)
+
+
+def _remove_tree(fs: Files, path: str) -> None:
+    """Remove a cgroup and the cgroups below it, children first, killing what is left inside."""
+    try:
+        names = fs.listdir(path)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith("grader-") and fs.exists(os.path.join(path, name, "cgroup.procs")):
+            _remove_tree(fs, os.path.join(path, name))
+    remove([path], spare=None, fs=fs)
+
+
 def make(h: Hierarchy, seq: int, limits: Limits) -> list[str]:
     """Create the worker's cgroups, limits written; returns their folders."""
     name = f"grader-{os.getpid()}-{seq}"
-    fs = h.fs
     made = [os.path.join(b, name) for b in h.bases]
     done: list[str] = []
     try:
         for path in made:
-            fs.mkdir(path)
+            h.fs.mkdir(path)
             done.append(path)
-        quota = max(1000, int(100_000 * limits.cpu_quota))
-        if h.version == 2:
-            path = made[0]
-            fs.write(os.path.join(path, "memory.max"), str(limits.memory_bytes))
-            _write_if_there(fs, os.path.join(path, "memory.swap.max"), "0")
-            fs.write(os.path.join(path, "pids.max"), str(limits.max_pids))
-            if h.cpu:
-                fs.write(os.path.join(path, "cpu.max"), f"{quota} 100000")
-            return made
-        mem, pids = (os.path.join(b, name) for b in (h.memory, h.pids))
-        if h.cpu:
-            cpu = os.path.join(h.cpu, name)
-            fs.write(os.path.join(cpu, "cpu.cfs_period_us"), "100000")
-            fs.write(os.path.join(cpu, "cpu.cfs_quota_us"), str(quota))
-        fs.write(os.path.join(mem, "memory.limit_in_bytes"), str(limits.memory_bytes))
-        _write_if_there(fs, os.path.join(mem, "memory.memsw.limit_in_bytes"), str(limits.memory_bytes))
-        fs.write(os.path.join(pids, "pids.max"), str(limits.max_pids))
+        mem, pids, cpu = (os.path.join(b, name) if b else None for b in (h.memory, h.pids, h.cpu))
+        _limit(h, mem, pids, cpu, memory_bytes=limits.memory_bytes, cpus=limits.cpu_quota,
+               max_pids=limits.max_pids)
     except BaseException:
-        remove_unused(done, fs)
+        remove_unused(done, h.fs)
         raise
     return made
 
 
+def _limit(h: Hierarchy, mem: str | None, pids: str | None, cpu: str | None, *, memory_bytes: int,
+           cpus: float, max_pids: int | None = None) -> None:
+    """Write a memory cap (swap off, or memory+swap the same on v1), a cpu quota (where there is a
+    cpu controller) and, given, a pids cap into the cgroups (v2: all three are one folder)."""
+    fs, quota = h.fs, max(1000, int(100_000 * cpus))
+    mem, pids = str(mem), str(pids)
+    if h.version == 2:
+        fs.write(os.path.join(mem, "memory.max"), str(memory_bytes))
+        _write_if_there(fs, os.path.join(mem, "memory.swap.max"), "0")
+        if max_pids is not None:
+            fs.write(os.path.join(pids, "pids.max"), str(max_pids))
+        if cpu:
+            fs.write(os.path.join(cpu, "cpu.max"), f"{quota} 100000")
+        return
+    if cpu:
+        fs.write(os.path.join(cpu, "cpu.cfs_period_us"), "100000")
+        fs.write(os.path.join(cpu, "cpu.cfs_quota_us"), str(quota))
+    fs.write(os.path.join(mem, "memory.limit_in_bytes"), str(memory_bytes))
+    _write_if_there(fs, os.path.join(mem, "memory.memsw.limit_in_bytes"), str(memory_bytes))
+    if max_pids is not None:
+        fs.write(os.path.join(pids, "pids.max"), str(max_pids))
+
+
 def _write_if_there(fs: Files, path: str, text: str) -> None:
     """Write a file the kernel may not have (swap accounting off, or no swap controller)."""
-    try:
+    with contextlib.suppress(OSError):
         fs.write(path, text)
-    except OSError:
-        pass
 
 
 def sweep(paths: list[str], *, spare: int | None, rounds: int = 100, fs: Files = OS) -> None:
@@ -263,14 +309,12 @@ def remove(paths: list[str], *, spare: int | None, fs: Files = OS) -> None:
 def remove_unused(paths: list[str], fs: Files = OS) -> None:
     """Remove cgroups no process ever joined (a worker that did not start)."""
     for path in paths:
-        try:
+        with contextlib.suppress(OSError):
             fs.rmdir(path)
-        except OSError:
-            pass
 
 
 def remove_stale(h: Hierarchy, dead) -> None:
-    """Empty worker cgroups left by a grader that was killed (`dead(pid text)` says whose)."""
+    """Worker and batch cgroups left by a grader that was killed (`dead(pid text)` says whose)."""
     for base in h.bases:
         try:
             names = h.fs.listdir(base)
@@ -278,7 +322,7 @@ def remove_stale(h: Hierarchy, dead) -> None:
             continue
         for name in names:
             if name.startswith("grader-") and name != LEAF and dead(name.split("-")[1]):
-                remove_unused([os.path.join(base, name)], h.fs)
+                _remove_tree(h.fs, os.path.join(base, name))
 
 
 def _counters(fs: Files, path: str, name: str) -> dict[str, int]:
@@ -351,5 +395,6 @@ def tighten_for_proof(h: Hierarchy, paths: list[str], *, memory_headroom: int, p
             fs.write(os.path.join(p, "memory.limit_in_bytes"), str(mem_now + memory_headroom))
             _write_if_there(fs, os.path.join(p, "memory.memsw.limit_in_bytes"), str(mem_now + memory_headroom))
         if fs.exists(os.path.join(p, "cpu.cfs_quota_us")):
-            fs.write(os.path.join(p, "cpu.cfs_period_us"), str(PROOF_PERIOD_US))
+            # The quota first: the kernel refuses a child more CPU than a batch cgroup above it.
             fs.write(os.path.join(p, "cpu.cfs_quota_us"), "1000")
+            fs.write(os.path.join(p, "cpu.cfs_period_us"), str(PROOF_PERIOD_US))

@@ -6,7 +6,9 @@ Features (each either fully applied or not claimed):
   a private /tmp, and the worker tree dies with its PID-1);
 - ``uid``: the worker drops to uid/gid 65534 (only when the grader runs as root);
 - ``landlock``: reads limited to the interpreter and libraries, writes to the scratch dir; TCP
-  connect/bind and signals outside the worker denied where the kernel's ABI has them;
+  connect/bind and signals outside the worker denied where the kernel's ABI has them; in a worker
+  forked from the zygote, a second layer the zygote built keeps reads to the files it made
+  resident (``grader.sandbox.jail.resident``: the page cache then carries no bit between workers);
 - ``cgroup``: a memory + pids cgroup (v1) per worker, and a cpu cgroup with a quota where the
   kernel has one (a worker and everything it starts share one CPU at most), else ``rss`` polling;
 - ``seccomp``: a system-call filter (``grader.sandbox.jail.seccomp``): no keyrings, no sockets, no new
@@ -36,10 +38,11 @@ import sys
 from typing import Any
 
 try:
-    from grader.sandbox.jail import landlock, seccomp
+    from grader.sandbox.jail import landlock, resident, seccomp
 except ImportError:  # run as a script by the probe (python -I enter.py): the modules beside this one
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import landlock  # type: ignore[no-redef,import-not-found]
+    import resident  # type: ignore[no-redef,import-not-found]
     import seccomp  # type: ignore[no-redef]
 
 NOBODY = 65534
@@ -214,8 +217,11 @@ def enter_worker(cfg: dict) -> list[str]:
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         prctl(PR_SET_PDEATHSIG, 9)
     if "landlock" in feats:
+        if cfg.get("resident"):  # reads only of what the zygote made resident
+            resident.restrict()
         landlock.restrict(cfg["read_paths"], [scratch], cfg.get("landlock_abi", 1), cfg.get("devices", []))
         applied.append("landlock")
+    resident.drop()
     if "cgroup" in feats:
         applied.append("cgroup")
     os.chdir(scratch)
@@ -269,6 +275,11 @@ def _private_mounts(cfg: dict) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     scratch = cfg["scratch"]
     keep = sorted(cfg.get("read_paths", []))
+    if cfg.get("resident"):
+        # The scratch tmpfs is mounted on the host's folder for it, inside the sandbox's root
+        # folder bound back in place: the zygote's Landlock layer names that root (by its inode),
+        # and a rule reaches through a mount only from the folder the mount point lies in.
+        keep = sorted({*keep, os.path.dirname(scratch)})
     private_dev(cfg.get("devices", []))
     writable = {d for d in WORLD_WRITABLE if os.path.isdir(d) and not below(d, "/dev")} | set(cfg.get("hide", []))
     covered = set(cfg.get("cover", []))

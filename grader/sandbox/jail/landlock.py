@@ -60,6 +60,18 @@ class _PathBeneath(ctypes.Structure):
 def restrict(read_paths: list[str], write_paths: list[str], abi: int, devices: list[str]) -> None:
     """Deny file access outside the lists (and TCP, and signals out of the domain, when supported).
     `devices`: the only device nodes that may be opened (read, write and ioctl), each by its path."""
+    fs_all = _fs_all(abi)
+    read = EXECUTE | READ_FILE | READ_DIR
+    dev = read | WRITE_FILE | (fs_all & IOCTL_DEV)
+    rules = [(p, read) for p in read_paths] + [(d, dev) for d in devices] + [(p, fs_all) for p in write_paths]
+    rfd = ruleset(rules, fs_all, net=0b11 if abi >= 4 else 0, scoped=0b11 if abi >= 6 else 0, abi=abi)
+    try:
+        restrict_with(rfd)
+    finally:
+        os.close(rfd)
+
+
+def _fs_all(abi: int) -> int:
     fs_all = (1 << 13) - 1
     if abi >= 2:
         fs_all |= REFER
@@ -67,14 +79,18 @@ def restrict(read_paths: list[str], write_paths: list[str], abi: int, devices: l
         fs_all |= TRUNCATE
     if abi >= 5:
         fs_all |= IOCTL_DEV
-    read = EXECUTE | READ_FILE | READ_DIR
-    dev = read | WRITE_FILE | (fs_all & IOCTL_DEV)
-    attr = _RulesetAttr(fs_all, 0b11 if abi >= 4 else 0, 0b11 if abi >= 6 else 0)
+    return fs_all
+
+
+def ruleset(rules: list[tuple[str, int]], handled: int, *, net: int = 0, scoped: int = 0, abi: int = 1) -> int:
+    """A ruleset (its fd) handling `handled` file rights (and `net`, `scoped` where `abi` has them),
+    allowing each (path, rights) of `rules`; paths that do not exist are skipped. A ruleset can be
+    made once and applied by many processes: `restrict_with` in each."""
+    attr = _RulesetAttr(handled, net, scoped)
     size = 24 if abi >= 6 else (16 if abi >= 4 else 8)
     rfd = _check(_syscall(SYS_landlock_create_ruleset, ctypes.byref(attr), ctypes.c_size_t(size),
                           ctypes.c_uint32(0)), "landlock_create_ruleset")
     try:
-        rules = [(p, read) for p in read_paths] + [(d, dev) for d in devices] + [(p, fs_all) for p in write_paths]
         for path, access in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -83,11 +99,17 @@ def restrict(read_paths: list[str], write_paths: list[str], abi: int, devices: l
             try:
                 if not os.path.isdir(path):
                     access &= FILE_ACCESS
-                rule = _PathBeneath(access & fs_all, fd)
+                rule = _PathBeneath(access & handled, fd)
                 _check(_syscall(SYS_landlock_add_rule, rfd, ctypes.c_int(1), ctypes.byref(rule),
                                 ctypes.c_uint32(0)), f"landlock_add_rule {path}")
             finally:
                 os.close(fd)
-        _check(_syscall(SYS_landlock_restrict_self, rfd, ctypes.c_uint32(0)), "landlock_restrict_self")
-    finally:
+    except BaseException:
         os.close(rfd)
+        raise
+    return rfd
+
+
+def restrict_with(rfd: int) -> None:
+    """Restrict this process with the ruleset `rfd` (another layer: access must pass them all)."""
+    _check(_syscall(SYS_landlock_restrict_self, rfd, ctypes.c_uint32(0)), "landlock_restrict_self")

@@ -87,13 +87,17 @@ def dev_entries():
 
 
 def _library_file():
-    """A file every worker may read: the C library this process mapped."""
-    with open("/proc/self/maps") as f:
-        for line in f:
-            path = line.split()[-1]
-            if "libc.so" in path or "libc-" in path:
-                return path
-    return os.__file__
+    """A file every worker may read: the C library this process mapped, else (where /proc or the
+    library may not be read) the compiled ctypes module."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                if ("libc.so" in path or "libc-" in path) and os.access(path, os.R_OK):
+                    return path
+    except OSError:
+        pass
+    return ctypes.__cached__ if os.access(ctypes.__cached__, os.R_OK) else ctypes.__file__
 
 
 def page_cache_oracles():
@@ -152,3 +156,46 @@ def page_cache_oracles():
     finally:
         os.close(wfd)
     return out
+
+
+def page_cache_give(paths, bits):
+    """Leave one bit per file: read its first page for a 1 (caching it), leave it for a 0. Returns,
+    per file, "ok" or why it could not be opened."""
+    out = []
+    for path, bit in zip(paths, bits):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            out.append(_name(e.errno))
+            continue
+        try:
+            if bit:
+                os.pread(fd, 4096, 0)
+            out.append("ok")
+        finally:
+            os.close(fd)
+    return out
+
+
+def page_cache_take(paths, fast_ns=40_000):
+    """Read the bits back by timing the first read of each file's first page: fast (cached: the
+    giver read it) is a 1, slow (from the disk) a 0. Returns (bits, nanoseconds or why not)."""
+    import time
+
+    bits, took = [], []
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            bits.append(None)
+            took.append(_name(e.errno))
+            continue
+        try:
+            t0 = time.perf_counter_ns()
+            os.pread(fd, 4096, 0)
+            ns = time.perf_counter_ns() - t0
+        finally:
+            os.close(fd)
+        bits.append(1 if ns < fast_ns else 0)
+        took.append(ns)
+    return bits, took
