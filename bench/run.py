@@ -561,6 +561,7 @@ def main() -> None:
         res = start_bench.breakdown(n=40, rounds=args.rounds or 2, jobs=args.jobs, seed=args.seed,
                                     work=OUT / f"start-{stamp}")
         (OUT / f"start-{stamp}.json").write_text(json.dumps(res, indent=1))
+        (OUT / f"start-{stamp}.md").write_text(res["markdown"])
         print(res["markdown"])
     elif args.scale:
         main_scale(args)

@@ -39,9 +39,9 @@ class LocalBackend:
         self.assignment, self.device, self.jobs, self.debug = assignment, device, jobs, debug
         self.accept_isolation = accept_isolation
         self.cache_dir = cache_dir
+        """Where the reference setups are kept between runs (None: computed every run)."""
         self.isolation = isolation
         """How the workers start (``--isolation``; None: ``GRADER_ISOLATION``, else auto)."""
-        """Where the reference setups are kept between runs (None: computed every run)."""
         self.batch_cpus, self.batch_memory_bytes = batch_cpus, batch_memory_bytes
         """What all the slots' workers may use at once (None: one CPU and one memory cap per slot)."""
         self.lang = lang

@@ -14,7 +14,7 @@ import torch
 from grader.i18n import Msg, tr
 from grader.cases import Verdict
 from grader.results import Evidence
-from grader.checks.tolerance import Comparison, compare_flash, compare_tensors, tolerance_for
+from grader.checks.tolerance import Comparison, compare_flash, compare_tensors, flash_terms, tolerance_for
 
 HALF = (torch.float16, torch.bfloat16)
 
@@ -108,12 +108,39 @@ def identical(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a, b)
 
 
+def _where_key(where: torch.Tensor | None) -> tuple | None:
+    """What identifies a selection tensor's cells: its storage, offset, shape and strides. Views of
+    one setup tensor (``rows.expand(shape)``, made anew on every call) share it."""
+    if where is None:
+        return None
+    return (where.untyped_storage().data_ptr(), where.storage_offset(), tuple(where.shape), where.stride(),
+            where.device.type)
+
+
+def _flash_terms(exp: Expected, oracle: torch.Tensor, naive: torch.Tensor,
+                 where: torch.Tensor | None) -> tuple[float, float]:
+    """``flash_terms`` of `exp` over `where`, computed once per case and selection: they depend on the
+    reference alone, and a batch compares every submission with the same setups. Kept on the
+    Expected (outside its fields: not stored in kits, not compared), a few selections each, with
+    the selection tensor itself, so its storage cannot be freed and reused by another tensor."""
+    cache: dict = exp.__dict__.setdefault("_flash_terms", {})
+    key = _where_key(where)
+    hit = cache.get(key)
+    if hit is None:
+        if len(cache) >= 8:
+            cache.clear()
+        hit = cache[key] = (where, flash_terms(oracle, naive, where))
+    return hit[1]
+
+
 def compare(actual: torch.Tensor, exp: Expected, *, where: torch.Tensor | None = None,
             atol: float | None = None, rtol: float | None = None, factor: float = 2.0) -> Comparison:
     """Pick the rule by dtype: FlashAttention's rule for fp16/bf16 when a naive result exists."""
     actual = actual.detach().to("cpu")
     if exp.dtype in HALF and exp.naive is not None and atol is None:
-        return compare_flash(actual, exp.oracle.to("cpu"), exp.naive.detach().to("cpu"), factor=factor, where=where)
+        oracle, naive = exp.oracle.to("cpu"), exp.naive.detach().to("cpu")
+        return compare_flash(actual, oracle, naive, factor=factor, where=where,
+                             terms=_flash_terms(exp, oracle, naive, where))
     default_atol, default_rtol = tolerance_for(exp.dtype)
     return compare_tensors(actual, exp.oracle.to("cpu"), atol=default_atol if atol is None else atol,
                            rtol=default_rtol if rtol is None else rtol, where=where)

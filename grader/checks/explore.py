@@ -101,20 +101,19 @@ def _empty_rows(yours: torch.Tensor, keep: torch.Tensor) -> str:
 
 def _fill_estimate(scores: torch.Tensor, keep: torch.Tensor, yours: torch.Tensor) -> float | None:
     """The value in the student's masked scores that their leaked weights imply:
-    w_masked / w_visible = exp(fill - s_visible) in the same row."""
-    ests: list[float] = []
-    for s, kp, w in zip(scores.reshape(-1, scores.shape[-1]), keep.reshape(-1, keep.shape[-1]),
-                        yours.reshape(-1, yours.shape[-1])):
-        if not bool(kp.any()) or not bool(torch.isfinite(w).all()):
-            continue
-        v = int(torch.argmax(torch.where(kp, w, torch.full_like(w, -1.0))))
-        if float(w[v]) <= 1e-12:
-            continue
-        for k in torch.nonzero(~kp & (w > 1e-9)).flatten().tolist():
-            ests.append(float(s[v]) + math.log(float(w[k]) / float(w[v])))
-    if not ests:
+    w_masked / w_visible = exp(fill - s_visible) in the same row, v the row's heaviest visible key
+    (rows with no visible key, a non-finite weight or no weight on v say nothing)."""
+    n = scores.shape[-1]
+    s, kp, w = scores.reshape(-1, n), keep.reshape(-1, n), yours.reshape(-1, n)
+    v = torch.argmax(torch.where(kp, w, torch.full_like(w, -1.0)), -1, keepdim=True)  # (rows, 1)
+    w_v, s_v = w.gather(-1, v)[:, 0], s.gather(-1, v)[:, 0]
+    rows = kp.any(-1) & torch.isfinite(w).all(-1) & (w_v > 1e-12)
+    row, key = torch.nonzero(~kp & (w > 1e-9) & rows[:, None], as_tuple=True)  # leaked cells, row by row
+    if not row.numel():
         return None
-    est = sorted(ests)[len(ests) // 2]
+    # The ratio in float64 as Python would divide; the log and the sum in Python, as before.
+    ests = sorted(a + math.log(r) for a, r in zip(s_v[row].tolist(), (w[row, key] / w_v[row]).tolist()))
+    est = ests[len(ests) // 2]
     return 0.0 if abs(est) < 1e-3 else float(f"{est:.3g}")
 
 
@@ -173,10 +172,10 @@ def attention_explorer(q: torch.Tensor, k: torch.Tensor, keep: torch.Tensor | No
     parts = [MaskPart(p.kind, _cut(p, b0, nb, q0, nq)) for p in parts]
     s, kp, yours = scores[win], _parts_keep(parts, (nb, nh, nq, shape[-1])), w[win]
     tol = 1e-3 if dtype in (torch.float32, torch.float64) else 3e-2
-    s_shown = torch.tensor(_r4(s), dtype=torch.float64)
-    rule = student_rule(s_shown, kp, yours, tol)
+    shown = _r4(s)  # the scores as the page shows them; the rule is replayed on these
+    rule = student_rule(torch.tensor(shown, dtype=torch.float64), kp, yours, tol)
     fill, empty, after = rule if rule is not None else (None, "zero", False)
-    return Explorer(scores=_r4(s), parts=parts, reference=None, yours=None if rule is not None else _w4(yours),
+    return Explorer(scores=shown, parts=parts, reference=None, yours=None if rule is not None else _w4(yours),
                     fill=fill, empty_rows=empty, after_softmax=after, dtype=str(dtype), tolerance=tol,
                     offsets=[b0, h0, q0, 0])
 

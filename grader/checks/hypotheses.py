@@ -8,6 +8,7 @@ Nothing here knows what the mistakes are or how to make them: it compares tensor
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -42,27 +43,32 @@ def matching_mistake(actual: torch.Tensor, reference: torch.Tensor, mistakes: Ma
     that differ from ``actual``'s never match.
     """
     got = actual.detach().double().cpu()
-    ref = reference.detach().double().cpu()
     cells = None if where is None else where.cpu().expand(got.shape)
     if finite_only:
         finite = torch.isfinite(got)
         cells = finite if cells is None else (cells & finite)
-
-    def dist(a: torch.Tensor, b: torch.Tensor) -> float:
-        d = (a - b).abs()
-        if cells is not None:
-            d = d[cells]
-        return float(d.max()) if d.numel() else 0.0
-
-    for name in (only if only is not None else tuple(mistakes)):
-        result = mistakes.get(name)
-        if result is None or result.shape != got.shape:
-            continue
-        result = result.detach().double().cpu()
-        near = dist(got, result)
-        if near < tol and dist(ref, result) > max(apart * tol, apart_from_student * near):
+    names = [n for n in (only if only is not None else tuple(mistakes))
+             if mistakes.get(n) is not None and mistakes[n].shape == got.shape]
+    if not names:
+        return None
+    results = torch.stack([mistakes[n].detach().double().cpu() for n in names])  # (M, *shape)
+    near = _distances(got, results, cells)  # all mistakes at once: one op each, not one per mistake
+    ref = reference.detach().double().cpu()
+    for i, name in enumerate(names):
+        if near[i] < tol and _distances(ref, results[i:i + 1], cells)[0] > max(apart * tol, apart_from_student * near[i]):
             return name
     return None
+
+
+def _distances(a: torch.Tensor, results: torch.Tensor, cells: torch.Tensor | None) -> list[float]:
+    """max |a - r| over ``cells`` (None = all) for each r of ``results`` (M, *a.shape); 0 where
+    no cell is compared; NaN in a compared cell gives NaN."""
+    if a.numel() == 0 or (cells is not None and not bool(cells.any())):
+        return [0.0] * results.shape[0]
+    d = (a[None] - results).abs()
+    if cells is not None:
+        d = d.masked_fill(~cells[None], -math.inf)
+    return d.reshape(results.shape[0], -1).amax(1).tolist()
 
 
 def concept_of(mistake: str) -> str:

@@ -56,10 +56,24 @@ def _check_unique_names(reports: list[GradeReport]) -> None:
         names[name] = r.submission.id
 
 
+def result_json_text(data: dict) -> str:
+    """A result as its file holds it: strict JSON, one line per top-level field and one per case.
+    Readable and diffable case by case, a third of ``indent=2``'s size (which puts every number of
+    a heatmap or explorer on a line of its own), and written by the C encoder."""
+    fields = []
+    for key, value in data.items():
+        if key == "cases" and value:
+            rows = ",\n".join("    " + json_text(case) for case in value)
+            fields.append(f"  {json_text(key)}: [\n{rows}\n  ]")
+        else:
+            fields.append(f"  {json_text(key)}: {json_text(value)}")
+    return "{\n" + ",\n".join(fields) + "\n}\n"
+
+
 def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str], data: dict | None = None) -> Path:
-    """`<results_dir>/<id>.json`, the canonical form (NaN/inf as strings, so strict JSON).
-    `data`: ``to_dict(report)`` when the caller already has it."""
-    text = json_text(to_dict(report) if data is None else data, indent=2) + "\n"
+    """`<results_dir>/<id>.json`, the canonical form (NaN/inf as strings, so strict JSON;
+    `result_json_text`). `data`: ``to_dict(report)`` when the caller already has it."""
+    text = result_json_text(to_dict(report) if data is None else data)
     return write_text_atomic(Path(results_dir) / f"{report_filename(report.submission.id)}.json", text)
 
 

@@ -43,6 +43,9 @@ class Limits:
     not run (each costs a fresh worker); the other entry points' cases still run. Six: code that
     hangs on every float16 call times out in the six float16 cases of masked-attention and still
     gets the rest graded (``submission_timeout_s`` bounds the total)."""
+    gpu_memory_bytes: int = 2 * GiB
+    """GPU memory a worker's CUDA allocator may hold (``--device cuda``; best effort: what the driver
+    and the CUDA context take is outside it)."""
     start_timeout_s: float = 120.0
     """Worker start-up (a fresh process imports torch); not charged to the student."""
 

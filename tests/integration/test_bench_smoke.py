@@ -33,3 +33,19 @@ def test_generate_floor_and_profile_run_on_a_small_batch(tmp_path):
     assert prof["n"] == 2
     assert prof["split_per_sub_ms"]["worker start (fork + jail)"] > 0
     assert prof["split_per_sub_ms"]["student calls (round trip)"] > 0
+
+
+def test_the_start_breakdown_fills_every_phase_of_grade_and_check(tmp_path):
+    subprocess.run([sys.executable, str(BENCH / "start.py"), "-n", "2", "--rounds", "1"], check=True, timeout=900,
+                   capture_output=True)
+    written = sorted((BENCH / "out").glob("start-*.json"), key=lambda p: p.stat().st_mtime)[-1]
+    res = json.loads(written.read_text())
+    grade = res["runs"]["grade 2 / warm"][0]["at"]
+    check = res["runs"]["check / cold"][0]["at"]
+    for phase in ("cli", "zygote.torch", "zygote.warm", "setups.end", "selftest.end", "reference.end",
+                  "result.first", "outputs.end", "exit"):
+        assert phase in grade, phase
+    assert res["runs"]["grade 2 / warm"][0]["info"]["cache"] == "hit"
+    assert res["runs"]["check / cold"][0]["info"]["cache"] == "miss"
+    assert check["grade.end"] < check["report.written"] < check["exit"]
+    assert "| reference at 100 % in the jail |" in res["markdown"]

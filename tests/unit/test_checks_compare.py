@@ -81,3 +81,25 @@ def test_farthest_of_keeps_per_element_the_result_farthest_from_the_oracle():
         m = torch.tensor(sel)
         err = lambda t, m=m: float((t.double() - oracle)[m].abs().max())  # noqa: E731
         assert err(worst) == max(err(a), err(b))
+
+
+def test_the_half_precision_allowance_is_computed_once_per_selection_and_never_reused_for_another():
+    """compare keeps the reference's part of the flash allowance on the Expected, per selection:
+    the same verdict as computing it each time, and a selection with other cells gets its own."""
+    from grader.checks.tolerance import compare_flash
+
+    g = torch.Generator().manual_seed(3)
+    oracle = torch.randn(2, 6, 4, generator=g, dtype=torch.float64)
+    naive = (oracle + 0.01 * torch.randn(2, 6, 4, generator=g, dtype=torch.float64)).half()
+    naive[1, 5] += 1.0  # a row whose naive error is large: selecting it widens the allowance
+    exp = Expected(oracle, naive, torch.float16)
+    rows = torch.ones(2, 6, 1, dtype=torch.bool)
+    rows[1, 5] = False
+    student = oracle.half() + 0.3
+    for where in (rows.expand(2, 6, 4), rows.expand(2, 6, 4), torch.ones(2, 6, 1, dtype=torch.bool).expand(2, 6, 4),
+                  None, rows.expand(2, 6, 4)):
+        cached = compare(student, exp, where=where)
+        fresh = compare_flash(student, oracle, naive, where=where)
+        assert (cached.ok, cached.allowed_error, cached.reason) == (fresh.ok, fresh.allowed_error, fresh.reason)
+    assert not compare(student, exp, where=rows.expand(2, 6, 4)).ok
+    assert compare(student, exp, where=None).ok  # the selected large row's naive error allows 0.3

@@ -120,6 +120,15 @@ def test_results_json_is_valid_utf8_and_reads_back(tmp_path):
     assert back.submission.id == untrusted.storable(nasty.ALL)
 
 
+def test_results_json_holds_one_line_per_case_and_reads_back_as_written(tmp_path):
+    report = _nasty()
+    path = write_result_json(report, tmp_path / "results")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(path.read_text(encoding="utf-8")) == json.loads(json.dumps(to_dict(load_results(tmp_path / "results")[0])))
+    assert sum(line.startswith('    {"id": ') for line in lines) == len(report.cases)
+    assert len(lines) == len(to_dict(report)) + len(report.cases) + 3  # {, a line per field, ], }
+
+
 def test_html_report_and_dashboard(tmp_path):
     pages = [render_submission(_nasty()), render_submission(_nasty(), release_hidden=True)]
     for html in pages + [render_dashboard([_nasty(), _nasty("dee_perfect.json")])]:

@@ -57,7 +57,21 @@ def serve(cfg: dict, applied: list[str], *, channel: tuple[int, int] = (CHANNEL_
             stream.reconfigure(line_buffering=True)
         except (AttributeError, ValueError):
             pass
-    Server(cfg, channel).run({"op": "hello", "applied": applied, "pid": os.getpid()})
+    cuda = bound_cuda_memory(torch, int(cfg.get("gpu_memory_bytes") or 0)) if cfg.get("device", "").startswith("cuda") else {}
+    Server(cfg, channel).run({"op": "hello", "applied": applied, "pid": os.getpid(), "cuda": cuda})
+
+
+def bound_cuda_memory(torch: Any, limit: int) -> dict:
+    """Before any student code: keep this worker's CUDA caching allocator to `limit` bytes of the
+    device's memory (``set_per_process_memory_fraction``: past it an allocation raises CUDA's
+    out-of-memory error). Best effort: memory the driver, the CUDA context or a library allocates
+    outside torch's allocator is in no limit. Returns what was set (for the hello), {} for none."""
+    if limit <= 0 or not torch.cuda.is_available():
+        return {}
+    total = int(torch.cuda.get_device_properties(0).total_memory)
+    fraction = min(1.0, limit / total)
+    torch.cuda.set_per_process_memory_fraction(fraction, 0)
+    return {"fraction": fraction, "limit_bytes": min(limit, total), "device_bytes": total}
 
 
 SEED_QUEUED = False

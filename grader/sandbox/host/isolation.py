@@ -126,4 +126,5 @@ def worker_config(plan: IsolationPlan, lim: Limits, *, scratch: str, main: str, 
         "address_space": (max(3 * GiB, lim.memory_bytes + 3 * GiB // 2)
                           if "rss" in plan.features and device == "cpu" else 0),
         "nproc": 0, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "device": device, "gpu_memory_bytes": lim.gpu_memory_bytes,
     }
