@@ -98,7 +98,7 @@ class _KitSession:
             self._grade(folder, selected)
         if self.error is not None:
             raise CaseFailure(self.error)
-        return self.results.get(case_id)
+        return (self.results or {}).get(case_id)
 
     def _grade(self, folder: Path, selected: list[str]) -> None:
         from grader.grading.single import grade_one
@@ -172,7 +172,8 @@ class CaseItem(pytest.Item):
             return
         raise CaseFailure(_failure_text(case, report, vocab))
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        """Our failure's text alone; anything else as pytest shows it (its TerminalRepr)."""
         if isinstance(excinfo.value, CaseFailure):
             return str(excinfo.value)
         return super().repr_failure(excinfo)

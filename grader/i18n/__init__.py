@@ -273,7 +273,8 @@ def _render_part(p: Part, lang: str) -> str:
     if p.verbatim:
         return p.msgid
     if p.plural:
-        template = translate_plural(p.msgid, p.plural, int(p.args.get("n") or 0), lang)
+        n = p.args.get("n")
+        template = translate_plural(p.msgid, p.plural, int(n) if isinstance(n, (int, float)) else 0, lang)
     else:
         template = translate(p.msgid, lang)
     if not p.args:

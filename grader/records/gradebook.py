@@ -141,7 +141,9 @@ class Gradebook:
                 "INSERT INTO runs (started_at, assignment, version, grader_version, device, isolation, out_dir, "
                 "status) VALUES (?, ?, ?, ?, ?, ?, ?, 'running')",
                 (now_iso(), *map(storable, (assignment, version, grader_version, device, isolation, out_dir))))
-        return int(cur.lastrowid)
+        if cur.lastrowid is None:  # sqlite sets it for every INSERT
+            raise RuntimeError("the gradebook gave the new run no id")
+        return cur.lastrowid
 
     def record(self, run_id: int, report: GradeReport, *, reused: bool) -> None:
         s = report.score

@@ -7,6 +7,7 @@ the template never sees what it must not show.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from grader.checks.diagnose import NOT_IMPLEMENTED
 from grader.i18n import DEFAULT, N_, Msg, ntr, tr, translate
@@ -197,7 +198,7 @@ def _case_view(i: int, case: CaseResult, release_hidden: bool, vocab: dict[str, 
         icon, label = "–", N_("not run")
     shown = release_hidden or not case.hidden
     concept = case.concept if case.outcome is not Outcome.PASSED else None
-    common = dict(
+    common: dict[str, Any] = dict(
         anchor=f"{uid_prefix}case-{i}", id=one_line(case.id, 120), title=one_line(translate(case.title, lang), 200),
         outcome=case.outcome.value, icon=icon, outcome_label=translate(label, lang),
         points=f"{fmt_points(case.points.earned)} / {fmt_points(case.points.possible)}",

@@ -72,14 +72,14 @@ class Intake:
         with self._lock:
             digest = ""
             try:
-                self._ensure()
+                sock = self._ensure()
                 deadline = time.monotonic() + self.limits.seconds + (_START_S if self._fresh else 0)
-                _send(self._sock, request, b"")
+                _send(sock, request, b"")
                 self._fresh = False
-                header, payload = _recv(self._sock, deadline)
+                header, payload = _recv(sock, deadline)
                 while header.get("status") == "digest":
                     digest = str(header.get("sha256") or "")
-                    header, payload = _recv(self._sock, deadline)
+                    header, payload = _recv(sock, deadline)
             except TimeoutError:
                 header, payload = {"status": "timeout"}, b""
             except (OSError, ValueError, EOFError) as e:
@@ -99,9 +99,10 @@ class Intake:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _ensure(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            return
+    def _ensure(self) -> socket.socket:
+        """The socket to a running reader process, started now if there is none."""
+        if self._proc is not None and self._proc.poll() is None and self._sock is not None:
+            return self._sock
         self._stop()
         mine, theirs = socket.socketpair()
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -116,6 +117,7 @@ class Intake:
             theirs.close()
         self._sock, self._fresh = mine, True
         self._finalizer = weakref.finalize(self, _shut, self._proc, mine)
+        return mine
 
     def _stop(self) -> None:
         if self._proc is not None:

@@ -13,10 +13,10 @@ import signal
 from grader.grading.engine import Engine
 
 
-def _grade_or_die(self, sub, *, student_id=None, _grade=Engine.grade):
+def _grade_or_die(self, sub, _grade=Engine.grade, **options):
     if os.path.basename(sub.path).startswith("kills_worker"):
         os.kill(os.getpid(), signal.SIGKILL)
-    report = _grade(self, sub, student_id=student_id)
+    report = _grade(self, sub, **options)
     if os.path.basename(sub.path).startswith("forges_"):
         forged = dataclasses.replace(report.submission, id="additive")
         report = dataclasses.replace(report, submission=forged, score=dataclasses.replace(report.score, earned=0.0))

@@ -244,27 +244,37 @@ def test_a_crashed_run_is_resumed_and_marked_interrupted(tmp_path):
 
 @pytest.mark.slow
 def test_a_second_run_on_the_same_folder_fails_clearly_or_waits(tmp_path):
+    """While another run holds the output folder (here this test, through the lock every run takes),
+    a second run stops with one clear line, and one with --wait says it waits, waits, then grades.
+    The holder lets go only once the waiter has said so, so no start-up race decides the outcome."""
+    import os
+    import select
+
+    from grader.batch.output_lock import OutputLock
+
     cls = tmp_path / "class"
     cls.mkdir()
     for name in ("additive", "einsum", "sdpa"):
-        _slow_copy(SAMPLES / "correct" / f"{name}.py", cls / f"{name}.py", seconds=1.5)
+        shutil.copy(SAMPLES / "correct" / f"{name}.py", cls / f"{name}.py")
     out = tmp_path / "out"
-    first = _start(["grade", cls, "-a", "masked-attention", "-o", out, "-j", "1"], tmp_path)
-    lock = out / ".grader.lock"
-    _wait_for(lambda: lock.exists() and lock.read_text().startswith("pid "), first)
-
-    busy = grade(cls, "-a", "masked-attention", "-o", out)
-    assert busy.exit_code == 2
-    assert f"Error: {out} is in use by another grader run (pid {first.pid}, started " in busy.output
-    assert "pass --wait to start when it has" in busy.output
-
-    waiter = _start(["grade", cls, "-a", "masked-attention", "-o", out, "--wait"], tmp_path)
-    out1, err1 = first.communicate(timeout=120)
-    out2, err2 = waiter.communicate(timeout=120)
-    assert (first.returncode, waiter.returncode) == (0, 0), (err1, err2)
-    assert "3 submission(s): 3 graded" in out1
-    assert "3 submission(s): 0 graded, 3 reused" in out2
-    assert "Waiting for the other run writing to this folder" in err2
+    out.mkdir()
+    with OutputLock(out):
+        busy = grade(cls, "-a", "masked-attention", "-o", out)
+        assert busy.exit_code == 2
+        assert f"Error: {out} is in use by another grader run (pid {os.getpid()}, started " in busy.output
+        assert "pass --wait to start when it has" in busy.output
+        waiter = _start(["grade", cls, "-a", "masked-attention", "-o", out, "--wait"], tmp_path)
+        said = b""
+        while b"Waiting for the other run writing to this folder" not in said:
+            ready, _, _ = select.select([waiter.stderr], [], [], 300)
+            chunk = os.read(waiter.stderr.fileno(), 4096) if ready else b""  # unbuffered: select sees it all
+            assert chunk, f"the waiting run ended or fell silent first: {said!r}"
+            said += chunk
+    out2, err2 = waiter.communicate(timeout=300)
+    assert waiter.returncode == 0, err2
+    assert "3 submission(s): 3 graded" in out2
+    again = grade(cls, "-a", "masked-attention", "-o", out)
+    assert again.exit_code == 0 and "3 submission(s): 0 graded, 3 reused" in again.output
     assert runs(out) == [(1, "complete", 3, 0), (2, "complete", 0, 3)]
 
 
@@ -388,10 +398,10 @@ def test_a_grader_fault_on_one_submission_is_reported_not_recorded_and_retried(t
     out = tmp_path / "out"
     real_grade = Engine.grade
 
-    def faulty(self, sub, *, student_id=None, worker=None):
-        if student_id == "sdpa":
+    def faulty(self, sub, **options):
+        if options.get("student_id") == "sdpa":
             raise RuntimeError("simulated grader fault")
-        return real_grade(self, sub, student_id=student_id, worker=worker)
+        return real_grade(self, sub, **options)
 
     monkeypatch.setattr(Engine, "grade", faulty)
     result = grade(cls, "-a", "masked-attention", "-o", out, "-j", "1")

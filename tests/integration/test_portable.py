@@ -16,7 +16,7 @@ import torch
 from click.testing import CliRunner
 
 from grader.cli.app import main
-from grader.sandbox import Limits, WorkerCrashed, WorkerTimeout
+from grader.sandbox import CrashKind, Limits, WorkerCrashed, WorkerTimeout
 from grader.sandbox.host.portable import PortableSandbox
 
 pytestmark = pytest.mark.slow  # each worker is a fresh interpreter importing torch
@@ -106,7 +106,7 @@ def test_the_memory_limit_stops_an_allocation_past_it(sandbox):
     with sandbox.open(Sub(src)) as w:
         with pytest.raises(WorkerCrashed, match="memory limit of 0.75 GiB") as e:
             w.call("hog")
-        assert e.value.kind == "memory"
+        assert e.value.kind is CrashKind.MEMORY
 
 
 def test_the_portable_worker_needs_none_of_linuxs_mechanisms(tmp_path):

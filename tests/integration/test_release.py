@@ -363,6 +363,7 @@ def test_pytest_in_the_kit_fails_the_right_cases_of_a_buggy_submission(kit, tmp_
     cases, _ = _pytest_in(kit_dir, tmp_path, "--submission", "my_attention.py")
     failed = {name: tc.find("failure") for name, tc in cases.items() if tc.find("failure") is not None}
     assert sorted(failed) == ["attention_causal_small", "attention_empty_row", "attention_half[bfloat16]",
-                              "attention_half[float16]", "attention_large_scores", "attention_twice"]
+                              "attention_half[float16]", "attention_large_scores", "attention_twice",
+                              "attention_value_size"]  # the public ones expected.toml declares for zero_fill
     text = failed["attention_causal_small"].text
     assert "concept: mask-fill-value" in text and "Masked positions received attention weight" in text
