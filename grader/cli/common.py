@@ -101,7 +101,7 @@ class OperatorError(click.ClickException):
         if self.lang == DEFAULT:
             return super().show(file)
         click.echo(tr("Error: {message}", message=self.format_message()).render(self.lang),
-                   file=file or click.get_text_stream("stderr"), color=self.show_color)
+                   file=file, err=file is None, color=self.show_color)
 
 
 def operator_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
