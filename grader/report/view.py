@@ -145,14 +145,14 @@ def evidence_facts(ev: Evidence, lang: str = DEFAULT) -> list[Fact]:
     facts: list[Fact] = []
     # A shape or dtype is evidence only against an expected one, and a matching scalar shape says
     # nothing: "expected —, yours (2, 4, 16)" beside NaN evidence read as if the shape were wrong.
+    # A dtype is shown only where it differs ("expected torch.int64, yours torch.int64" is noise).
     if ev.expected_shape is not None and not (ev.expected_shape == ev.actual_shape and not ev.expected_shape):
         facts.append(fact(N_("Shape"), tr("expected {expected}, yours {actual}", expected=_shape(ev.expected_shape),
                                           actual=_shape(ev.actual_shape)), ev.expected_shape != ev.actual_shape))
-    if ev.expected_dtype is not None:
+    if ev.expected_dtype is not None and ev.expected_dtype != ev.actual_dtype:
         facts.append(fact(N_("Dtype"), tr("expected {expected}, yours {actual}",
                                           expected=one_line(ev.expected_dtype) or "—",
-                                          actual=one_line(ev.actual_dtype) or "—"),
-                          ev.expected_dtype != ev.actual_dtype))
+                                          actual=one_line(ev.actual_dtype) or "—"), True))
     if ev.max_abs_error is not None:
         value = _num(ev.max_abs_error, lang, 3)
         if ev.allowed_error is not None:

@@ -80,3 +80,15 @@ def test_large_heatmaps_get_smaller_cells_without_numbers():
     hm = build_heatmap(Heatmap(verbatim("t"), _square(40, lambda q, k: 0.0), _square(40, lambda q, k: 0.0)), "u")
     assert hm.cell == 8 and all(c.text == "" for p in hm.panels for c in p.cells)
     assert sum(len(p.cells) for p in hm.panels) == 3 * 1600
+
+
+def test_the_evidence_names_a_dtype_only_where_it_differs():
+    from grader.report.view import evidence_facts
+    from grader.results import Evidence
+
+    same = evidence_facts(Evidence(expected_shape=[1], actual_shape=[], expected_dtype="torch.int64",
+                                   actual_dtype="torch.int64"))
+    assert [f.label for f in same] == ["Shape"]
+    assert same[0].value == "expected (1), yours ()"
+    other = evidence_facts(Evidence(expected_dtype="torch.float32", actual_dtype="torch.float64"))
+    assert [(f.label, f.value) for f in other] == [("Dtype", "expected torch.float32, yours torch.float64")]
