@@ -49,6 +49,13 @@ class Raised(Protocol):
     traceback: str
 
 
+_PLAIN_PYTHON_ERRORS = frozenset({"KeyError", "IndexError", "NameError", "AttributeError", "UnboundLocalError",
+                                   "ZeroDivisionError", "AssertionError", "RecursionError", "ImportError",
+                                   "ModuleNotFoundError"})
+"""Exceptions about Python's own values, never about what a tensor holds: on the meta device they
+show a bug of their own (a missing key, a bad index), not that the code read a meta tensor's values."""
+
+
 def raised(a: Assignment, inst: CaseInstance, e: Raised, sub: LoadedSubmission,
            reference_runs: Callable[[], bool]) -> CaseOutcome:
     """The student's code raised `e` in case `inst`. A placeholder still raising NotImplementedError
@@ -65,8 +72,9 @@ def raised(a: Assignment, inst: CaseInstance, e: Raised, sub: LoadedSubmission,
             "not counted against you.")))
     # An exception names a cause only when its text shows one (the case's `on_error`, PyTorch's
     # well-known errors, where declared); otherwise it is said as what it is. On the meta device
-    # raising is itself the evidence: the reference gets through the same calls.
-    fallback = inst.case.concept if device_case else "exception"
+    # raising is itself the evidence (the reference gets through the same calls), unless what was
+    # raised is a plain Python error, which shows a bug of its own.
+    fallback = inst.case.concept if device_case and e.exc_type not in _PLAIN_PYTHON_ERRORS else "exception"
     concept = concept_of_exception(e.exc_type, e.message, fallback, inst.case.on_error)
     if concept not in a.concepts:
         concept = fallback
