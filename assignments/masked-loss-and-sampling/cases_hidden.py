@@ -24,7 +24,7 @@ def _(student, s, param):
 
 
 @case("ce_padding_ids_anything", title="Loss: padding targets out of the vocabulary", concept="ignore-index",
-      uses=LOSS, on_error={"out of bounds": "loss-padding"})
+      uses=LOSS, on_error={"out of bounds": "padding-targets"})
 def ce_padding_ids_anything(ctx):
     return loss_batch(ctx, 2, 6, 5, [6, 3], pad_targets="out-of-range")
 

@@ -75,7 +75,7 @@ def _(student, s, param):
 
 
 @case("ce_padding_targets_out_of_vocab", title="masked_cross_entropy with padding targets outside the vocabulary",
-      concept="loss-padding", hidden=False, uses=LOSS, on_error={"out of bounds": "loss-padding"})
+      concept="loss-padding", hidden=False, uses=LOSS, on_error={"out of bounds": "padding-targets"})
 def ce_padding_targets_out_of_vocab(ctx):
     return loss_batch(ctx, 2, 5, 6, [5, 2], pad_targets="out-of-range")
 
