@@ -153,8 +153,10 @@ def breakdown(n: int = 40, rounds: int = 2, jobs: int = 2, seed: int = 0, work: 
     batch = work / "batch"
     generate.generate(batch, n, seed=seed)
     files = sorted(p for p in batch.iterdir() if p.suffix in (".py", ".ipynb"))
-    one = next(p for p in files if p.suffix == ".ipynb")
-    py = next(p for p in files if p.suffix == ".py")
+    # A notebook for the 1-submission run and a .py for check, where the draw made one of each
+    # (a small -n may draw only one kind: then its first file serves both).
+    one = next((p for p in files if p.suffix == ".ipynb"), files[0])
+    py = next((p for p in files if p.suffix == ".py"), files[0])
     commands = {
         "grade 1": grader_cmd() + ["grade", str(one), "-a", "masked-attention", "-j", str(jobs), "--force",
                                    "-o", str(work / "out-1")],
