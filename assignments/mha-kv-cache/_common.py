@@ -66,8 +66,10 @@ def make_weights(ctx: SetupContext, d: int, dtype=torch.float32) -> dict[str, to
 
 
 def ref_module(weights, d: int, h: int, dtype=torch.float32, device=None, *,
-               attend=reference.masked_attention) -> reference.MultiHeadAttention:
-    m = reference.MultiHeadAttention(d, h, attend=attend)
+               attend=None) -> reference.MultiHeadAttention:
+    # The reference is looked up on call, never at import: a student kit imports this module
+    # without the reference (its public setups are stored).
+    m = reference.MultiHeadAttention(d, h, attend=attend or reference.masked_attention)
     m.load_state_dict(weights)
     return m.to(device=device, dtype=dtype).eval()
 
@@ -84,23 +86,25 @@ def sdpa_attention(q, k, v, mask=None):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
 
 
-HALF_WAYS = (reference.masked_attention_by_hand, prescaled_attention, sdpa_attention)
-"""Besides torch.softmax after the product, correct ways of writing the heads' attention that round
-differently in float16/bfloat16: a softmax by hand (max, exp, sum, divide), q scaled first, and
-SDPA. Measured over random causal MHA inputs up to 6 x the cases' scale, a by-hand reciprocal
-softmax on pre-scaled q reached 1.5 x the allowance of torch.softmax's naive result alone, SDPA
-1.05 x; against all four none passed 0.56 x (tests/unit/test_reference_mha.py)."""
+def half_ways():
+    """Besides torch.softmax after the product, correct ways of writing the heads' attention that
+    round differently in float16/bfloat16: a softmax by hand (max, exp, sum, divide), q scaled
+    first, and SDPA (looked up on call: a kit imports this module without the reference).
+    Measured over random causal MHA inputs up to 6 x the cases' scale, a by-hand reciprocal
+    softmax on pre-scaled q reached 1.5 x the allowance of torch.softmax's naive result alone,
+    SDPA 1.05 x; against all four none passed 0.56 x (tests/unit/test_reference_mha.py)."""
+    return (reference.masked_attention_by_hand, prescaled_attention, sdpa_attention)
 
 
 def expected(weights, h: int, x: torch.Tensor, **kw) -> Expected:
     """float64 oracle plus the naive same-dtype reference for one forward call. In half precision
     the naive result is, per element, the farthest from the oracle of the module with torch.softmax
-    and with each of ``HALF_WAYS``: all are correct code, and the rule allows twice the error of
+    and with each of ``half_ways()``: all are correct code, and the rule allows twice the error of
     whichever rounds worst."""
     d = x.shape[-1]
     oracle, _ = reference.mistakes.forward(weights, h, x, **kw)
     mask, causal = kw.get("mask"), kw.get("causal", False)
-    ways = (reference.masked_attention,) + (HALF_WAYS if x.dtype in HALF else ())
+    ways = (reference.masked_attention,) + (half_ways() if x.dtype in HALF else ())
     with torch.no_grad(), reference.exact_float32():
         outs = [ref_module(weights, d, h, x.dtype, x.device, attend=w)(x, mask, causal=causal) for w in ways]
     return Expected(oracle, farthest_of(oracle, outs), x.dtype)
