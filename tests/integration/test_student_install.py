@@ -132,14 +132,16 @@ def test_nothing_the_student_receives_holds_the_mistake_models(kits, slug):
     assert any(name.endswith("!grader/checks/hypotheses.py") for name, _ in texts)
     for name, text in texts:
         assert not [line for line in models if line in text], f"{name} holds the reference's code"
-        if "!grader/checks/" in name:
+        # The mask explorer replays the student's own scores under other fills (a softmax of the
+        # student's data, shown to the student): the experiment itself, not a model of a mistake.
+        if "!grader/checks/" in name and not name.endswith("!grader/checks/explore.py"):
             assert not re.search(r"softmax\(", text), f"{name} computes a softmax"
     assert not [name for name, _ in texts if name.endswith(("!grader/checks/mha.py", "mistakes.py"))]
 
 
 WHEEL_RUNS = {
     "masked-attention": ("buggy/mask_after_softmax.py", "masked_attention with a causal mask [attention_causal_small]",
-                         "mask-after-softmax", "Passed 9 of 15 public cases"),
+                         "mask-after-softmax", "Passed 10 of 17 public cases (9/15 points)"),
     "mha-kv-cache": ("buggy/split_no_transpose.py", "Forward pass with copied weights (small) [mha_forward_small]",
                      "head-split", "Passed 4 of 14 public cases"),
 }
