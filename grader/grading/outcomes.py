@@ -56,6 +56,13 @@ _PLAIN_PYTHON_ERRORS = frozenset({"KeyError", "IndexError", "NameError", "Attrib
 show a bug of their own (a missing key, a bad index), not that the code read a meta tensor's values."""
 
 
+def _raised_text(e: Raised) -> Msg:
+    """What the student's code raised, said as itself: the exception and its text, no cause."""
+    if e.message.strip():
+        return tr("Your code raised {exc}: {detail}.", exc=e.exc_type, detail=short(e.message))
+    return tr("Your code raised {exc}.", exc=e.exc_type)
+
+
 def raised(a: Assignment, inst: CaseInstance, e: Raised, sub: LoadedSubmission,
            reference_runs: Callable[[], bool]) -> CaseOutcome:
     """The student's code raised `e` in case `inst`. A placeholder still raising NotImplementedError
@@ -79,16 +86,14 @@ def raised(a: Assignment, inst: CaseInstance, e: Raised, sub: LoadedSubmission,
     if concept not in a.concepts:
         concept = fallback
     if concept == "exception":
-        said = (tr("Your code raised {exc}: {detail}.", exc=e.exc_type, detail=short(e.message)) if e.message.strip()
-                else tr("Your code raised {exc}.", exc=e.exc_type))
+        said = _raised_text(e)
         return CaseOutcome(Outcome.ERROR, Verdict.fail(concept, said, Evidence(traceback=e.traceback)))
     rule = tr(a.concepts[concept].title)  # a catalog msgid: spec.toml's titles are extracted
     if device_case and concept == inst.case.concept \
             and concept_of_exception(e.exc_type, e.message, "", inst.case.on_error) != concept:
         # Nothing in the error points to a tensor on the wrong device (a meta tensor's values were
         # read, say): the device rule would be a cause the evidence does not show.
-        said = tr("Your code raised {exc}: {detail}.", exc=e.exc_type, detail=short(e.message)) \
-            if e.message.strip() else tr("Your code raised {exc}.", exc=e.exc_type)
+        said = _raised_text(e)
     elif e.message.strip():
         said = tr("Your code raised {exc}: {detail}. {rule}.", exc=e.exc_type, detail=short(e.message), rule=rule)
     else:
