@@ -92,8 +92,9 @@ def looks_like_dropout(actual_w: torch.Tensor, a: AttentionCase) -> bool:
     w = actual_w.detach().cpu().double()
     ref = a.weights.oracle.cpu()
     visible = ref > 1e-6
-    if a.rows is not None:
-        visible &= _rows_where(a, w.shape)
+    rows = _rows_where(a, w.shape)
+    if rows is not None:
+        visible &= rows
     if w.shape != ref.shape or visible.sum() < 20:
         return False
     zeroed = (w.abs() < 1e-12) & visible
@@ -112,13 +113,14 @@ def uniform_empty_rows(actual_w: torch.Tensor, a: AttentionCase) -> bool:
     if a.keep is None or w.shape != ref.shape or w.dim() < 2:
         return False
     empty = rows_without_keys(a.keep.cpu(), tuple(ref.shape)).expand(ref.shape)
-    if a.rows is not None:
-        empty = empty & _rows_where(a, ref.shape)
+    rows = _rows_where(a, ref.shape)
+    if rows is not None:
+        empty = empty & rows
     if not bool(empty.any()) or not bool(torch.isfinite(w[empty]).all()):
         return False
     tol = 2e-3 if a.q.dtype in (torch.float32, torch.float64) else 3e-2
     want = torch.where(empty, torch.full_like(ref, 1.0 / ref.shape[-1]), ref)
-    where = torch.isfinite(w) if a.rows is None else (torch.isfinite(w) & _rows_where(a, ref.shape))
+    where = torch.isfinite(w) if rows is None else (torch.isfinite(w) & rows)
     diff = (w - want).abs()[where]
     return bool(diff.numel()) and float(diff.max()) < tol
 
@@ -170,7 +172,8 @@ def weight_evidence(actual_w: torch.Tensor, a: AttentionCase, bad: list[int] | N
     lead = list(bad[:-2]) if bad and len(bad) == w.dim() else [0] * (w.dim() - 2)
     w2, ref2 = w[tuple(lead)], ref[tuple(lead)]
     keep2 = a.keep.cpu().expand(ref.shape)[tuple(lead)] if a.keep is not None else torch.ones_like(ref2, dtype=torch.bool)
-    rows2 = _rows_where(a, ref.shape)[tuple(lead)][:, 0] if a.rows is not None else torch.ones(ref2.shape[0], dtype=torch.bool)
+    rows = _rows_where(a, ref.shape)
+    rows2 = rows[tuple(lead)][:, 0] if rows is not None else torch.ones(ref2.shape[0], dtype=torch.bool)
     leak = (~keep2) & (w2.abs() > 1e-4) & rows2[:, None]
     leaking = [list(map(int, ij)) for ij in torch.nonzero(leak)[:40].tolist()]
     r0, c0 = _heat_window(bad, *ref2.shape)
@@ -235,9 +238,9 @@ def check_attention(result: object, a: AttentionCase, *, concept: str, message: 
         return Verdict.ok()
     if not cw.ok:
         specific = diagnose_weights(w, a)
-        bad = list(cw.first_bad_index) if cw.first_bad_index is not None else None
-        extra = weight_evidence(w, a, bad)
-        extra["explorer"] = attention_explorer(a.q, a.k, a.keep, w, a.q.dtype, bad)
+        first_bad = list(cw.first_bad_index) if cw.first_bad_index is not None else None
+        extra = weight_evidence(w, a, first_bad)
+        extra["explorer"] = attention_explorer(a.q, a.k, a.keep, w, a.q.dtype, first_bad)
         if specific is None:
             sums = torch.tensor(extra["row_sums"])
             if extra["leaking_cells"]:

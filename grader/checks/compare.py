@@ -8,6 +8,7 @@ a naive same-dtype implementation's error" for fp16/bf16).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import torch
 
@@ -52,7 +53,8 @@ def type_name(value: object) -> str:
     return t.__name__ if t.__module__ in ("builtins", None) else f"{t.__module__}.{t.__name__}"
 
 
-def is_tensor(value: object) -> bool:
+def is_tensor(value: object) -> TypeGuard[torch.Tensor]:
+    """A plain tensor (no subclass: a student's subclass could override any method we call)."""
     return type(value) is torch.Tensor
 
 

@@ -101,7 +101,7 @@ def mask_heatmaps(got: torch.Tensor, exp: torch.Tensor, limit: int = 3) -> list[
     """One 2-D grid per leading index (batch item), at most ``limit``, where the masks differ first."""
     g2 = got.reshape(-1, *got.shape[-2:]) if got.dim() >= 2 else got.reshape(1, 1, -1)
     e2 = exp.reshape(-1, *exp.shape[-2:]) if exp.dim() >= 2 else exp.reshape(1, 1, -1)
-    maps = []
+    maps: list[Heatmap] = []
     for i in range(g2.shape[0]):
         if len(maps) >= limit:
             break
