@@ -10,6 +10,7 @@ import statistics
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
 from pathlib import Path
 from urllib.parse import quote
 
@@ -63,8 +64,19 @@ class RunInfo:
         unknown = sorted(set(given) - known)
         if unknown:
             raise ValueError(f"unknown run fields {unknown}; known: {sorted(known)}")
-        merged = {k: (given[k] if given.get(k) not in (None, "") else getattr(base, k)) for k in known}
-        return cls(**merged)
+        filled = {k: v for k, v in given.items() if v not in (None, "")}
+        wrong = sorted(k for k, v in filled.items() if not isinstance(v, type(getattr(base, k))))
+        if wrong:
+            raise ValueError(f"run fields {wrong} have the wrong type: "
+                             + ", ".join(f"{k} is {type(getattr(base, k)).__name__}" for k in wrong))
+        return cls._with(base, filled)
+
+    @staticmethod
+    def _with(base: RunInfo, changes: Mapping[str, object]) -> RunInfo:
+        """`base` with `changes`, each a field of its field's type (checked by the caller, at run time:
+        mypy cannot follow field names given as strings)."""
+        typed: dict[str, Any] = dict(changes)
+        return replace(base, **typed)
 
 
 @dataclass(frozen=True)
@@ -156,8 +168,8 @@ def _concept_rates(reports: list[GradeReport], lang: str = DEFAULT) -> list[Rate
             counts[c] = counts.get(c, 0) + 1
     vocab: dict[str, Concept] = {}
     for r in reports:  # each result carries the words it was graded with; older ones none
-        for c in r.concepts:
-            vocab.setdefault(c.id, c)
+        for concept in r.concepts:
+            vocab.setdefault(concept.id, concept)
     for k, v in builtin().items():
         vocab.setdefault(k, v)
     order = list(vocab)
@@ -229,8 +241,8 @@ def render_dashboard(reports: list[GradeReport], *, run: RunInfo | Mapping[str, 
     lang = choose(lang)
     info = RunInfo.coerce(run, reports)
     info = replace(info, title=translate(info.title, lang), date=timestamp(info.date, lang))
-    view = build_dashboard(reports, RunInfo(**{f.name: one_line(v, 200) if isinstance(v := getattr(info, f.name), str)
-                                               else v for f in fields(RunInfo)}), lang)
+    view = build_dashboard(reports, RunInfo._with(info, {f.name: one_line(v, 200) for f in fields(RunInfo)
+                                                         if isinstance(v := getattr(info, f.name), str)}), lang)
     return render_page("dashboard.html", "dashboard.js", lang, d=view, hist_w=HIST_W, hist_h=HIST_H,
                        hist_pad=HIST_PAD, similarity=similarity)
 

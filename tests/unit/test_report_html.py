@@ -319,3 +319,8 @@ def test_dashboard_links_are_relative_and_escaped_for_odd_ids():
 def test_run_info_refuses_unknown_fields():
     with pytest.raises(ValueError, match="unknown run fields \\['colour'\\]"):
         render_dashboard(all_fixtures(), run={"colour": "red"})
+
+
+def test_run_info_refuses_a_field_of_the_wrong_type():
+    with pytest.raises(ValueError, match="run fields \\['version'\\] have the wrong type: version is str"):
+        render_dashboard(all_fixtures(), run={"version": 3, "public_only": True})
