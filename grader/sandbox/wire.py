@@ -229,9 +229,10 @@ def _decode_tensors(table: list, payload: memoryview, device_map) -> list[torch.
     for meta in table:
         if type(meta) is not dict:
             raise WireError("tensor entry is not an object")
-        dtype = DTYPES.get(meta.get("dtype")) if type(meta.get("dtype")) is str else None
+        name = meta.get("dtype")
+        dtype = DTYPES.get(name) if type(name) is str else None
         if dtype is None:
-            raise WireError(f"tensor dtype {meta.get('dtype')!r} is not allowed")
+            raise WireError(f"tensor dtype {name!r} is not allowed")
         shape = meta.get("shape")
         if (type(shape) is not list or len(shape) > MAX_NDIM
                 or not all(type(s) is int and 0 <= s < 2**40 for s in shape)):

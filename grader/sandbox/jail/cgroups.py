@@ -29,6 +29,7 @@ import itertools
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from grader.sandbox.limits import Budget, Limits
@@ -151,7 +152,7 @@ def delegate_v2(fs: Files, root: str, own: str) -> Hierarchy | None:
     return Hierarchy(2, base, base, base if "cpu" in wanted else None, fs)
 
 
-def _enable(fs: Files, base: str, controllers: list[str]) -> bool:
+def _enable(fs: Files, base: str, controllers: Sequence[str]) -> bool:
     """Controllers on in `base`/cgroup.subtree_control, moving its processes into `LEAF` first
     where the kernel refuses because of them (EBUSY: "no internal processes")."""
     control = os.path.join(base, "cgroup.subtree_control")

@@ -82,8 +82,9 @@ def read_allowlist(*, with_sys_path: bool = True, device: str = "cpu") -> list[s
             pass
     for mod in ("torch", "numpy"):
         m = sys.modules.get(mod)
-        if m is not None and getattr(m, "__file__", None):
-            paths.add(os.path.dirname(os.path.dirname(os.path.realpath(m.__file__))))
+        where = getattr(m, "__file__", None) if m is not None else None
+        if where:
+            paths.add(os.path.dirname(os.path.dirname(os.path.realpath(where))))
     if with_sys_path:
         paths.update(library_path())
     paths.update(_mapped_library_dirs())
