@@ -29,7 +29,7 @@ class KVCache:
             raise ValueError(
                 f"k and v must both be (B, h, T, d_k); got {tuple(k.shape)} and {tuple(v.shape)}"
             )
-        if self.k is None:
+        if self.k is None or self.v is None:  # empty (the two are set together)
             self.k, self.v = k, v
         else:
             if k.shape[:2] != self.k.shape[:2] or k.shape[3] != self.k.shape[3]:

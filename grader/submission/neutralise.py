@@ -126,21 +126,32 @@ def _bound_names(node: ast.Import | ast.ImportFrom) -> list[str]:
     return out
 
 
-def _edits(tree: ast.Module, names: _Names) -> list[tuple[ast.AST, str]]:
-    """(node, replacement) for each grader import and outermost self-check call."""
-    edits: list[tuple[ast.AST, str]] = []
+_Edit = tuple[tuple[int, int], tuple[int, int], str]
+"""A node's (line, byte column) start and end, and the text that replaces it."""
+
+
+def _edit(node: ast.stmt | ast.expr, text: str) -> _Edit:
+    if node.end_lineno is None or node.end_col_offset is None:
+        # ast.parse gives every node both ends; only a node built by hand lacks them.
+        raise ValueError(f"{type(node).__name__} at line {node.lineno} has no end position")
+    return (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset), text
+
+
+def _edits(tree: ast.Module, names: _Names) -> list[_Edit]:
+    """An edit for each grader import and outermost self-check call."""
+    edits: list[_Edit] = []
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.Import) and any(_is_grader(a.name) for a in node.names):
             bound = _bound_names(node)
-            edits.append((node, " = ".join(bound) + " = None" if bound else "pass"))
+            edits.append(_edit(node, " = ".join(bound) + " = None" if bound else "pass"))
             return
         if isinstance(node, ast.ImportFrom) and node.level == 0 and _is_grader(node.module):
             bound = _bound_names(node)
-            edits.append((node, " = ".join(bound) + " = None" if bound else "pass"))
+            edits.append(_edit(node, " = ".join(bound) + " = None" if bound else "pass"))
             return
         if isinstance(node, ast.Call) and names.is_check(node):
-            edits.append((node, "(None)"))
+            edits.append(_edit(node, "(None)"))
             return
         for child in ast.iter_child_nodes(node):
             visit(child)
@@ -149,15 +160,16 @@ def _edits(tree: ast.Module, names: _Names) -> list[tuple[ast.AST, str]]:
     return edits
 
 
-def _apply(source: str, edits: list[tuple[ast.AST, str]]) -> str:
+def _apply(source: str, edits: list[_Edit]) -> str:
     """`source` with each edit's node replaced by its text, keeping the node's line breaks.
 
     Linear in the source and the edits: line offsets found once, the pieces joined once."""
     starts = line_starts(source)
-    points = [(n.lineno, n.col_offset) for n, _ in edits] + [(n.end_lineno, n.end_col_offset) for n, _ in edits]
+    points = [begin for begin, _, _ in edits] + [end for _, end, _ in edits]
     at = _char_offsets(source, starts, points)
-    spans = sorted((at[(n.lineno, n.col_offset)], at[(n.end_lineno, n.end_col_offset)], text) for n, text in edits)
-    pieces, done = [], 0
+    spans = sorted((at[begin], at[end], text) for begin, end, text in edits)
+    pieces: list[str] = []
+    done = 0
     for start, end, text in spans:
         if start < done:
             continue  # inside an edit already made (edits are outermost nodes, so never in practice)
