@@ -202,7 +202,7 @@ def _failure_text(case: Any, report: Any, vocab: dict) -> str:
               for f in evidence_facts(case.evidence, lang)]
     if case.evidence.traceback:
         lines += ["", clean_block(case.evidence.traceback, 4000, lang)]
-    if not report.load.ok and report.load.message:
-        lines += ["", tr("Your submission could not be loaded: {reason}",
-                         reason=clean_block(load_message(report, lang), 2000, lang)).render(lang)]
+    reason = clean_block(load_message(report, lang), 2000, lang) if not report.load.ok else ""
+    if reason and reason != message:  # the first case's message is the reason itself
+        lines += ["", tr("Your submission could not be loaded: {reason}", reason=reason).render(lang)]
     return "\n".join(lines)

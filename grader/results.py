@@ -179,10 +179,14 @@ class CellError:
     """How the student finds the cell: "code cell 5 (def causal_mask(q_len, ...)" (empty in older results)."""
 
     def where(self) -> Msg:
-        """The label, else the cell's number ("code cell 5"), else "module"."""
+        """The label, else the cell's number ("code cell 5"), else the module's top-level code."""
         if self.label:
             return self.label
-        return tr("code cell {n}", n=self.cell) if self.cell is not None else tr("module")
+        return tr("code cell {n}", n=self.cell) if self.cell is not None else tr("the module's top-level code")
+
+    def raised(self) -> Msg:
+        """This unit's error as the reason nothing loaded: "code cell 5 (...) raised NameError: ..."."""
+        return tr("{where} raised {error}", where=self.where(), error=self.error)
 
 
 @dataclass(frozen=True)

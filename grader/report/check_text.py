@@ -80,13 +80,15 @@ def load_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]
     """Why the submission did not load, and each code cell that raised while it loaded (with its
     traceback when `verbose`)."""
     from grader.report.text import one_line
-    from grader.report.view import load_message
+    from grader.report.view import load_message, reported_cell_errors
 
     lines = []
     if not r.load.ok:
         lines.append(tr("Your submission could not be loaded: {reason}",
                         reason=one_line(load_message(r, lang), 400)).render(lang))
-    for e in r.load.cell_errors:
+        if verbose and r.load.cell_errors and r.load.cell_errors[0].traceback:
+            lines += traceback_lines(r.load.cell_errors[0].traceback)
+    for e in reported_cell_errors(r):
         lines.append(tr("Error while loading ({where}): {error}", where=one_line(e.where().render(lang), 100),
                         error=one_line(e.error, 300)).render(lang))
         if verbose and e.traceback:
@@ -118,7 +120,8 @@ def case_lines(r: GradeReport, lang: str, *, verbose: bool = False) -> list[str]
         if c.concept and lang != DEFAULT:  # the concept's title in the student's language, its id beside it
             label = say(tr("{title} ({id})", title=concept_title(vocab, concept, lang), id=concept))
         lines.append(f"  {bad} {title} [{c.id}] {dash} {label}")
-        lines.append(f"      {one_line(case_message(c, lang), 240 if not verbose else 2000)}")
+        if r.load.ok:  # otherwise each case failed for the one reason the load line above gives
+            lines.append(f"      {one_line(case_message(c, lang), 240 if not verbose else 2000)}")
         if verbose and c.concept:
             if lang == DEFAULT:  # elsewhere the title is on the case's line already
                 lines.append("      " + say(tr("({title})", title=concept_title(vocab, concept, lang))))

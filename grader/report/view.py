@@ -15,7 +15,7 @@ from grader.i18n.formats import decimal, listing, timestamp
 from grader.report.explorer_view import ExplorerView, build_explorer
 from grader.report.heatmap import HeatmapView, build_heatmap
 from grader.report.text import clean_block, fmt_num, fmt_points, one_line
-from grader.results import CaseResult, Concept, Evidence, GradeReport, Outcome
+from grader.results import CaseResult, CellError, Concept, Evidence, GradeReport, Outcome
 from grader.assignment.concepts import vocabulary
 
 MAX_LISTED = 20
@@ -99,6 +99,8 @@ class ReportView:
     release_hidden: bool
     load_ok: bool
     load_message: str
+    load_traceback: str
+    """The traceback of the unit the load message names ("" when none raised)."""
     cell_errors: list[CellErrorView]
     stdout: str
     stderr: str
@@ -279,9 +281,11 @@ def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix:
                      Fact(translate(N_("Dtypes"), lang), ", ".join(one_line(d, 30) for d in env.dtypes) or "—"),
                      Fact(translate(N_("Isolation"), lang), one_line(env.isolation, 80))],
         public_only=report.public_only, release_hidden=release_hidden,
-        load_ok=load.ok, load_message=clean_block(load_message(report, lang), 2000, lang),
+        load_ok=load.ok, load_message=clean_block(_capitalised(load_message(report, lang)), 2000, lang),
+        load_traceback=(clean_block(load.cell_errors[0].traceback, TRACEBACK_LIMIT, lang)
+                        if not load.ok and load.cell_errors else ""),
         cell_errors=[CellErrorView(one_line(_capitalised(e.where().render(lang)), 120), clean_block(e.error, 500, lang),
-                                   clean_block(e.traceback, TRACEBACK_LIMIT, lang)) for e in load.cell_errors],
+                                   clean_block(e.traceback, TRACEBACK_LIMIT, lang)) for e in reported_cell_errors(report)],
         stdout=clean_block(load.stdout, OUTPUT_LIMIT, lang), stderr=clean_block(load.stderr, OUTPUT_LIMIT, lang),
         hidden_stdout=clean_block(load.hidden_stdout, OUTPUT_LIMIT, lang) if release_hidden else "",
         hidden_stderr=clean_block(load.hidden_stderr, OUTPUT_LIMIT, lang) if release_hidden else "",
@@ -295,8 +299,16 @@ def build_view(report: GradeReport, *, release_hidden: bool = False, uid_prefix:
 
 
 def load_message(report: GradeReport, lang: str) -> str:
-    """Why the submission could not load, in `lang`."""
-    return report.load.message.render(lang)
+    """Why the submission could not load, in `lang`: when a unit raised, that unit (by its label)
+    and its error, which the load's cell errors then need not repeat (``reported_cell_errors``)."""
+    load = report.load
+    return (load.cell_errors[0].raised() if not load.ok and load.cell_errors else load.message).render(lang)
+
+
+def reported_cell_errors(report: GradeReport) -> list[CellError]:
+    """The cell errors to list below the load message: all but the one it already names."""
+    load = report.load
+    return load.cell_errors[1:] if not load.ok else load.cell_errors
 
 
 def _capitalised(text: str) -> str:

@@ -10,7 +10,7 @@ import enum
 import errno
 import signal
 
-from grader.i18n import Msg, tr
+from grader.i18n import Msg, tr, verbatim
 from grader.sandbox.limits import GiB, Limits
 
 
@@ -123,4 +123,6 @@ def load_failure_message(e: SandboxError) -> Msg:
     if isinstance(e, WorkerTimeout):
         return tr("Loading the submission took longer than {seconds} s. Move long-running code (training loops, "
                   "demos) out of the top level or behind `if __name__ == \"__main__\":`.", seconds=format(e.seconds, "g"))
-    return tr("The submission could not be loaded: {detail}", detail=getattr(e, "text", None) or str(e))
+    # The reason alone: whoever shows it already says that the submission could not be loaded.
+    text = getattr(e, "text", None)
+    return text if isinstance(text, Msg) else verbatim(str(e))

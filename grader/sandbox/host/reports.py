@@ -67,7 +67,7 @@ def load_report(reply: dict, limits: Limits) -> LoadReport:
         where = join([tr("cell {n}", n=e.cell) if e.cell else tr("the module") for e in errors], ", ")
         message = tr("{n} unit(s) raised while loading ({where}); grading went on.", n=len(errors), where=where)
         if not ok:
-            message = tr("The submission failed to load: {error}", error=errors[0].error)
+            message = errors[0].raised()  # the reason alone: whoever shows it says that loading failed
     return LoadReport(ok=ok, message=message, cell_errors=errors, defined=defined)
 
 
