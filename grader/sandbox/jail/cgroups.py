@@ -29,7 +29,6 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from grader.sandbox.limits import Budget, Limits
@@ -144,7 +143,7 @@ def delegate_v2(fs: Files, root: str, own: str) -> Hierarchy | None:
         return None
     if not {"memory", "pids"} <= set(available):
         return None
-    wanted = [c for c in ("memory", "pids", "cpu") if c in available]
+    wanted: list[str] = [c for c in ("memory", "pids", "cpu") if c in available]
     if not _enable(fs, base, wanted):
         return None
     if not _can_make_children(fs, base):
@@ -152,7 +151,7 @@ def delegate_v2(fs: Files, root: str, own: str) -> Hierarchy | None:
     return Hierarchy(2, base, base, base if "cpu" in wanted else None, fs)
 
 
-def _enable(fs: Files, base: str, controllers: Sequence[str]) -> bool:
+def _enable(fs: Files, base: str, controllers: list[str]) -> bool:
     """Controllers on in `base`/cgroup.subtree_control, moving its processes into `LEAF` first
     where the kernel refuses because of them (EBUSY: "no internal processes")."""
     control = os.path.join(base, "cgroup.subtree_control")
