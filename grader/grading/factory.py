@@ -28,7 +28,7 @@ import sys
 import threading
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import Callable, Iterator
 
 from grader.timings import mark
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from grader.grading.protocols import GradingSandbox
     from grader.results import CaseResult
     from grader.sandbox import Budget, Limits, Sandbox
+    from grader.sandbox.host.portable import PortableSandbox
 
 
 ISOLATIONS = ("auto", "portable")
@@ -78,7 +79,7 @@ def prestart_zygote(device: str, *, warm_meta: bool = False, isolation: str | No
 
 def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygote: bool = True,
                 accept_isolation: str | None = None, isolation: str | None = None,
-                budget: Budget | None = None) -> Sandbox:
+                budget: Budget | None = None) -> Sandbox | PortableSandbox:
     """A Sandbox whose environment self-test (limits included) has passed (`EnvironmentBroken`,
     a `SandboxError`, where it did not). `isolation`: see `isolation_choice`; `budget`: what all
     its workers may use together (where cgroups bound them; not the portable worker)."""
@@ -86,7 +87,7 @@ def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygo
     if isolation_choice(isolation) == "portable":
         from grader.sandbox.host.portable import PortableSandbox
 
-        sandbox: Any = PortableSandbox(limits, device=device, warm_meta=warm_meta, accept_isolation=accept_isolation)
+        sandbox: Sandbox | PortableSandbox = PortableSandbox(limits, device=device, warm_meta=warm_meta, accept_isolation=accept_isolation)
     else:
         from grader.sandbox import Sandbox
 
@@ -208,6 +209,18 @@ def grading(assignment: Assignment, *, device: str = "auto", public_only: bool =
         yield engine
 
 
+class StartingSandbox(Protocol):
+    """A sandbox on its way: an `EarlySandbox`, or the one a notebook keeps warm between checks."""
+
+    def get(self) -> Sandbox | PortableSandbox:
+        """The sandbox once its self-test has passed (raises what stopped it)."""
+        ...
+
+    def close(self) -> None:
+        """Done with it: stop it (a notebook's keeps it for the next check)."""
+        ...
+
+
 class EarlySandbox:
     """A Sandbox (and its zygote, which imports torch) started on a thread, right away; `get()`
     returns it once its self-test has passed (or raises what stopped it)."""
@@ -217,7 +230,7 @@ class EarlySandbox:
                  budget: Budget | None = None):
         """`limits`: the `Limits`, or the spec's [limits] table (bad keys are reported once the
         assignment loads); `isolation`: see `isolation_choice`; `budget`: see `sandbox_for`."""
-        self.box: list[Any] = []
+        self.box: list[Sandbox | PortableSandbox] = []
         self.error: BaseException | None = None
         self._isolation = isolation
         self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta, accept_isolation, budget),
@@ -241,7 +254,7 @@ class EarlySandbox:
         except BaseException as e:  # re-raised on the calling thread by get()
             self.error = e
 
-    def get(self) -> Sandbox:
+    def get(self) -> Sandbox | PortableSandbox:
         self._thread.join()
         if self.error is not None:
             raise self.error

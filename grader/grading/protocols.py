@@ -15,7 +15,8 @@ class GradingWorker(Protocol):
 
     load: Any
     """The sandbox's LoadReport: ok, message, failure, cell_errors."""
-    reply_cap: int
+    reply_cap: int | None
+    """The largest reply the next call may send, in bytes (None: the limits' own cap)."""
 
     @property
     def alive(self) -> bool: ...
@@ -34,8 +35,11 @@ class GradingSandbox(Protocol):
 
     limits: Limits
     isolation: str
-    limits_note: Msg | str
-    """What bounds each worker's resources, in plain words (every report records it)."""
+
+    @property
+    def limits_note(self) -> Msg | str:
+        """What bounds each worker's resources, in plain words (every report records it)."""
+        ...
 
     def open(self, sub: LoadedSubmission, *, started: Any = None) -> GradingWorker: ...
 

@@ -60,12 +60,14 @@ class Student:
             wrt: list[int], cotangent: Any, output_index: int | None = None) -> tuple[Any, list[Any]]:
         """Call ``target`` with gradients on the ``wrt`` positional tensors and return
         (output, gradients of (output * cotangent).sum())."""
+        remote: str | tuple[Handle, str]
         if isinstance(target, tuple):
             args, kwargs = self._trim(f"{target[0].entry}.{target[1]}", tuple(args), kwargs or {})
-            target = (target[0].handle, target[1])
+            remote = (target[0].handle, target[1])
         else:
             args, kwargs = self._trim(target, tuple(args), kwargs or {})
-        value, grads = self._worker.vjp(target, _unwrap(tuple(args)), _unwrap(kwargs or {}), wrt=wrt,
+            remote = target
+        value, grads = self._worker.vjp(remote, _unwrap(tuple(args)), _unwrap(kwargs or {}), wrt=wrt,
                                         cotangent=cotangent, output_index=output_index)
         return self._wrap(value), grads
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 from grader.assignment.kit import Choice, choose_main, read_spec, starter_fingerprints, untouched_note
 from grader.errors import GraderError
-from grader.grading.factory import EarlySandbox, engine_for, reference_setups
+from grader.grading.factory import EarlySandbox, StartingSandbox, engine_for, reference_setups
 from grader.i18n import EMPTY, Msg
 from grader.timings import mark
 
@@ -72,15 +72,14 @@ class Graded:
 
 def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
               close_in_background: bool = False, only: list[str] | None = None,
-              early: EarlySandbox | None = None, lang: str | None = None,
+              early: StartingSandbox | None = None, lang: str | None = None,
               link_root: Path | None = None, cache_dir: Path | None = None, isolation: str | None = None,
               on_step: Callable[[Any, float, str], None] | None = None) -> Graded:
     """Grade one submission against the assignment in ``folder``, the sandbox started first.
 
     ``only``: run just these case instance ids (the pytest plugin's selection).
-    ``early``: a sandbox already starting (`start_early`); grade_one closes it. Anything
-    with ``get()`` and ``close()`` will do: ``grader.notebook`` passes one whose close() keeps its
-    sandbox warm for the kernel's next check.
+    ``early``: a sandbox already starting (`start_early`); grade_one closes it. ``grader.notebook``
+    passes one whose close() keeps its sandbox warm for the kernel's next check.
     ``lang``: the feedback's language (``--lang``; default the assignment's, else the locale).
     ``close_in_background``: shut the sandbox down on a thread (the zygote takes a while to exit)
     while the caller prints and writes reports; call ``Graded.finish()`` before exiting.

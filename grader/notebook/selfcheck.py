@@ -29,12 +29,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.errors import GraderError
 from grader.i18n import DEFAULT, choose, render, tr
 from grader.i18n.formats import listing
 from grader.notebook.locate import Located, find_notebook, install_hook, unsaved_warning
+
+if TYPE_CHECKING:
+    from grader.sandbox import Sandbox
+    from grader.sandbox.host.portable import PortableSandbox
 
 __all__ = ["CheckError", "CheckResult", "check", "close", "warm"]
 
@@ -64,7 +68,7 @@ class _Kept:
         self.pid = os.getpid()
         self._early = start_early(folder, device)
 
-    def get(self) -> Any:
+    def get(self) -> Sandbox | PortableSandbox:
         return self._early.get()
 
     def close(self) -> None:
