@@ -8,7 +8,9 @@ from pathlib import Path
 import click
 
 from grader import __version__
+from grader.cli.click_language import StudentGroup
 from grader.cli.common import ExitCode, OperatorError, operator_errors
+from grader.i18n import N_
 from grader.timings import mark
 
 
@@ -19,21 +21,19 @@ def _default_submissions() -> Path | None:
     return None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="grader")
+@click.group(cls=StudentGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             help=N_("Grade attention assignments: causal and padding masks, masked attention, multi-head "
+                     "attention and KV-cache decoding.\n\n"
+                     "Student code always runs in a separate, sandboxed worker process; the grader compares "
+                     "its outputs with a trusted reference and explains every failure.\n\n"
+                     "\b\n"
+                     "Students:     grader check attention.py\n"
+                     "Instructors:  grader grade submissions/ -a masked-attention -o reports/run1\n"
+                     "CI:           grader ci attention.py -a masked-attention --min-score 80\n"
+                     "Authors:      grader validate masked-attention"))
+@click.version_option(__version__, prog_name="grader", help=N_("Show the version and exit."))
 def main() -> None:
-    """Grade attention assignments: causal and padding masks, masked attention,
-    multi-head attention and KV-cache decoding.
-
-    Student code always runs in a separate, sandboxed worker process; the grader
-    compares its outputs with a trusted reference and explains every failure.
-
-    \b
-    Students:     grader check attention.py
-    Instructors:  grader grade submissions/ -a masked-attention -o reports/run1
-    CI:           grader ci attention.py -a masked-attention --min-score 80
-    Authors:      grader validate masked-attention
-    """
+    """The ``grader`` command (its help, in the catalog, is what ``grader --help`` shows)."""
     mark("cli")
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import click
 
 from grader.errors import GraderError
-from grader.i18n import DEFAULT, LANGUAGES, choose, tr
+from grader.i18n import DEFAULT, LANGUAGES, N_, choose, tr
 
 if TYPE_CHECKING:
     from grader.assignment.spec import Assignment
@@ -24,8 +24,8 @@ def lang_option(fn):
     """``--lang en|zh-CN``: the language of what the student reads (default: the assignment's
     ``lang`` in spec.toml, else the locale, LC_ALL/LANG)."""
     return click.option("--lang", "lang", type=click.Choice(LANGUAGES), default=None,
-                        help="Language of the student's feedback [default: the assignment's `lang`, "
-                             "else the locale (LC_ALL/LANG), else en].")(fn)
+                        help=N_("Language of the student's feedback [default: the assignment's `lang`, "
+                                "else the locale (LC_ALL/LANG), else en]."))(fn)
 
 
 def isolation_option(fn):
@@ -33,11 +33,11 @@ def isolation_option(fn):
     return click.option(
         "--isolation", "isolation", type=click.Choice(["auto", "portable"]), default=None,
         envvar="GRADER_ISOLATION", show_envvar=True,
-        help="How your code's worker process is started. auto: the strongest jail this machine has "
-             "(Linux: namespaces, Landlock, seccomp, cgroups); on Windows and macOS the portable worker. "
-             "portable: a fresh Python process over pipes, time limits by killing its process tree, "
-             "memory polled; it hides no file from the code (README: Isolation by platform) "
-             "[default: auto].")(fn)
+        help=N_("How your code's worker process is started. auto: the strongest jail this machine has "
+                "(Linux: namespaces, Landlock, seccomp, cgroups); on Windows and macOS the portable worker. "
+                "portable: a fresh Python process over pipes, time limits by killing its process tree, "
+                "memory polled; it hides no file from the code (README: Isolation by platform) "
+                "[default: auto]."))(fn)
 
 
 def dashboard_lang_option(fn):
@@ -54,11 +54,11 @@ def cache_options(fn):
     """``--cache-dir DIR`` and ``--no-cache``: where the reference setups are kept between runs
     (`grader.grading.setup_cache`), passed on as ``cache_dir`` (None: no cache)."""
     fn = click.option("--no-cache", "no_cache", is_flag=True, envvar=NO_CACHE_ENV, show_envvar=True,
-                      help="Compute the reference results again instead of reading them from the cache.")(fn)
+                      help=N_("Compute the reference results again instead of reading them from the cache."))(fn)
     return click.option("--cache-dir", "cache_dir", type=click.Path(file_okay=False, path_type=Path),
                         envvar=CACHE_DIR_ENV, show_envvar=True, default=None,
-                        help="Folder keeping the reference results between runs, per assignment, grader and "
-                             "machine [default: the user cache folder, e.g. ~/.cache/attention-grader/setups].")(fn)
+                        help=N_("Folder keeping the reference results between runs, per assignment, grader and "
+                                "machine [default: the user cache folder, e.g. ~/.cache/attention-grader/setups]."))(fn)
 
 
 def cache_folder(cache_dir: Path | None, no_cache: bool) -> Path | None:

@@ -23,7 +23,8 @@ from grader.errors import GraderError, OutputNotWritable
 from grader.cli.common import (ExitCode, cache_folder, cache_options, isolation_option, lang_option,
                                operator_errors, prestart_sandbox,
                                student_errors)
-from grader.i18n import LANGUAGES, tr
+from grader.cli.click_language import StudentCommand
+from grader.i18n import LANGUAGES, N_, tr
 from grader.report.outdir import writable_dir
 from grader.timings import mark
 
@@ -68,41 +69,42 @@ def _exit_now(code: int) -> None:
 
 # --- grader check --------------------------------------------------------------------------
 
-@click.command()
+CHECK_HELP = N_(
+    "Check your work on the public cases before you submit.\n\n"
+    "Runs SUBMISSION (a .py file, a notebook, a folder or a .zip) in a sandboxed process against the "
+    "assignment's public cases, prints a line per case with a hint for each failure, and writes an HTML "
+    "report with the details. In a folder holding both the .py and the .ipynb starter, the one you changed "
+    "is graded (the output says which). Hidden cases run only at grading time: passing here is not the "
+    "final grade.\n\n"
+    "\b\n"
+    "Examples:\n"
+    "  grader check attention.ipynb                # in the kit folder, working in the notebook\n"
+    "  grader check attention.py                   # ... or in the .py file\n"
+    "  grader check .                              # the kit folder: the file you changed\n"
+    "  grader check my_attention.py -a masked-attention\n"
+    "  grader check mha.py -o reports/ --verbose\n"
+    "  grader check attention.py --lang zh-CN      # feedback in Chinese\n\n"
+    "\b\n"
+    "Exit status: 0 every public case passed, 1 some did not, 2 usage error.")
+
+
+@click.command(cls=StudentCommand, help=CHECK_HELP)
 @click.argument("submission", type=click.Path(path_type=Path))
 @click.option("-a", "--assignment", "assignment", metavar="ASSIGNMENT",
-              help="Assignment name or folder [default: the kit next to SUBMISSION, or the one it matches].")
+              help=N_("Assignment name or folder [default: the kit next to SUBMISSION, or the one it matches]."))
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("grader-report"), show_default=True, help="Folder for the HTML report.")
+              default=Path("grader-report"), show_default=True, help=N_("Folder for the HTML report."))
 @click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="auto", show_default=True,
-              help="Where the reference and your code run.")
-@click.option("-v", "--verbose", is_flag=True, help="Show evidence for failures, your code's tracebacks for errors, and up to 40 lines of what it printed (5 without -v).")
+              help=N_("Where the reference and your code run."))
+@click.option("-v", "--verbose", is_flag=True, help=N_("Show evidence for failures, your code's tracebacks for "
+                                                       "errors, and up to 40 lines of what it printed (5 without -v)."))
 @cache_options
 @lang_option
 @isolation_option
 @student_errors
 def check(submission: Path, assignment: str | None, out_dir: Path, device: str, verbose: bool,
           cache_dir: Path | None, no_cache: bool, lang: str | None, isolation: str | None) -> None:
-    """Check your work on the public cases before you submit.
-
-    Runs SUBMISSION (a .py file, a notebook, a folder or a .zip) in a sandboxed process
-    against the assignment's public cases, prints a line per case with a hint for each
-    failure, and writes an HTML report with the details. In a folder holding both the
-    .py and the .ipynb starter, the one you changed is graded (the output says which).
-    Hidden cases run only at grading time: passing here is not the final grade.
-
-    \b
-    Examples:
-      grader check attention.ipynb                # in the kit folder, working in the notebook
-      grader check attention.py                   # ... or in the .py file
-      grader check .                              # the kit folder: the file you changed
-      grader check my_attention.py -a masked-attention
-      grader check mha.py -o reports/ --verbose
-      grader check attention.py --lang zh-CN      # feedback in Chinese
-
-    \b
-    Exit status: 0 every public case passed, 1 some did not, 2 usage error.
-    """
+    """``grader check``: its help is `CHECK_HELP` (in the catalog, so a Chinese kit shows it in Chinese)."""
     # Warm the meta device in the zygote now, beside this process's imports: the public cases try
     # device placement on meta tensors, which would otherwise cost each worker its first meta op.
     prestart_sandbox(device, warm_meta=True, isolation=isolation)
