@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from grader.assignment.spec import Assignment, load_assignment
 from grader.errors import AssignmentSpecError
+
+if TYPE_CHECKING:
+    from grader.sandbox import Limits
+    from grader.submission.load import LoadedSubmission
 
 
 def store_setups(kit_assignment_dir: Path, reference_file: Path | None = None) -> Path:
@@ -18,8 +23,9 @@ def store_setups(kit_assignment_dir: Path, reference_file: Path | None = None) -
     ``reference_file``: the assignment's own reference, copied in for the computation and removed."""
     import shutil
 
-    borrowed = kit_assignment_dir / reference_file.name if reference_file is not None else None
-    if borrowed is not None:
+    borrowed = None
+    if reference_file is not None:
+        borrowed = kit_assignment_dir / reference_file.name
         shutil.copyfile(reference_file, borrowed)
     try:
         return _store(kit_assignment_dir)
@@ -33,7 +39,7 @@ def _store(kit_assignment_dir: Path) -> Path:
     from grader.grading.engine import Engine
 
     a = load_assignment(kit_assignment_dir)  # no stored file yet: loads with the real reference
-    engine = Engine(a, None, public_only=True)  # type: ignore[arg-type] - setups need no sandbox
+    engine = Engine(a, _NoSandbox(), public_only=True)
     setups, runs = {}, {}
     for inst in engine.instances:
         try:
@@ -48,6 +54,25 @@ def _store(kit_assignment_dir: Path) -> Path:
     path = kit_assignment_dir / stored.FILE
     stored.write(path, setups, runs)
     return path
+
+
+class _NoSandbox:
+    """The sandbox of an engine that only computes setups in this process: it opens no worker."""
+
+    isolation = "none"
+    limits_note = "none: only the trusted reference runs, in the grader's process"
+
+    @property
+    def limits(self) -> Limits:
+        from grader.sandbox import Limits
+
+        return Limits()
+
+    def open(self, sub: LoadedSubmission, *, started: object = None) -> NoReturn:
+        raise RuntimeError("computing a kit's setups opens no worker")
+
+    def start(self, sub: LoadedSubmission) -> NoReturn:
+        raise RuntimeError("computing a kit's setups starts no worker")
 
 
 def self_check_reference(full: Assignment, kit_assignment_dir: Path):

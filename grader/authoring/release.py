@@ -12,6 +12,7 @@ import dataclasses
 import json
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,7 @@ def shipped_texts(folder: Path) -> list[tuple[str, str]]:
     return out
 
 
-def leaks(folder: Path, secret_strings: list[str], code_lines: list[str] = ()) -> list[tuple[str, str]]:
+def leaks(folder: Path, secret_strings: list[str], code_lines: Sequence[str] = ()) -> list[tuple[str, str]]:
     """(file, secret) pairs where a secret appears in a file under ``folder`` (wheels included) as a
     whole word, or one of ``code_lines`` (the reference's source) appears at all."""
     patterns = [(s, re.compile(rf"(?<![\w]){re.escape(s)}(?![\w])")) for s in set(secret_strings) if s]
@@ -300,9 +301,11 @@ def release(assignment, out: Path, *, verify: bool = True, lang: str | None = No
         raise
     written.append(wheel)
     own = next((p for p in (src / f"README.{kit_lang}.md", src / "README.md") if p.is_file()), None)
-    readme = own.read_text(encoding="utf-8") if own is not None else None
-    if own is not None and own.name == "README.md":
-        readme = translate_markdown(readme, kit_lang)  # block by block, from the assignment's catalog
+    readme = None
+    if own is not None:
+        readme = own.read_text(encoding="utf-8")
+        if own.name == "README.md":
+            readme = translate_markdown(readme, kit_lang)  # block by block, from the assignment's catalog
     put(out / "README.md", readme_text(readme, title=translate(assignment.title, kit_lang), aid=assignment.id,
                                        submission=info.submission, info=info, wheel=wheel.name, lang=kit_lang))
     put(out / "conftest.py", CONFTEST)

@@ -68,19 +68,19 @@ def read_expectations(submissions_dir: Path) -> list[SampleExpectation]:
         raise SampleTreeError(f"{where}: {e}") from e
     known = {"assignment", "fails", "concepts", "exact"}
     out = []
-    for rel, e in table.items():
-        if not isinstance(e, dict):
+    for rel, entry in table.items():
+        if not isinstance(entry, dict):
             raise SampleTreeError(f"{where} [{rel!r}]: expected a table (assignment = ..., fails = [...])")
-        if set(e) - known:
-            raise SampleTreeError(f"{where} [{rel!r}]: unknown keys {sorted(set(e) - known)}")
-        lists = [e.get("fails", []), e.get("concepts", [])]
-        if not isinstance(e.get("assignment"), str) or not all(
+        if set(entry) - known:
+            raise SampleTreeError(f"{where} [{rel!r}]: unknown keys {sorted(set(entry) - known)}")
+        lists = [entry.get("fails", []), entry.get("concepts", [])]
+        if not isinstance(entry.get("assignment"), str) or not all(
                 isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists) \
-                or not isinstance(e.get("exact", False), bool):
+                or not isinstance(entry.get("exact", False), bool):
             raise SampleTreeError(f"{where} [{rel!r}]: assignment must be text, fails and concepts lists of "
                                   "text, exact true or false")
-        out.append(SampleExpectation(_inside(submissions_dir, rel, where), e["assignment"], frozenset(lists[0]),
-                                     frozenset(lists[1]), e.get("exact", False)))
+        out.append(SampleExpectation(_inside(submissions_dir, rel, where), entry["assignment"], frozenset(lists[0]),
+                                     frozenset(lists[1]), entry.get("exact", False)))
     return out
 
 

@@ -60,9 +60,11 @@ def _writable_file(path: Path) -> Path:
 def _exit_now(code: int) -> None:
     """Exit with ``code``. As a real command (not under CliRunner or a test's capture), skip the
     interpreter's tear-down of torch (docs/performance.md): everything of ours is written and closed by now."""
-    if sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__ and threading.active_count() == 1:
-        sys.stdout.flush()
-        sys.stderr.flush()
+    out, err = sys.stdout, sys.stderr  # None without a console (pythonw): then no fast path
+    if out is sys.__stdout__ and err is sys.__stderr__ and out is not None and err is not None \
+            and threading.active_count() == 1:
+        out.flush()
+        err.flush()
         os._exit(int(code))
     sys.exit(code)
 

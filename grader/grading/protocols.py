@@ -33,8 +33,13 @@ class GradingWorker(Protocol):
 class GradingSandbox(Protocol):
     """Where workers come from."""
 
-    limits: Limits
-    isolation: str
+    @property
+    def limits(self) -> Limits: ...
+
+    @property
+    def isolation(self) -> str:
+        """The isolation level's name, as every report records it."""
+        ...
 
     @property
     def limits_note(self) -> Msg | str:
