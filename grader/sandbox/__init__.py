@@ -8,7 +8,8 @@ Three parts, and what both sides share:
 - ``host/``: what runs in the grader: the `Sandbox` (``host/sandbox.py``), starting the zygote
   early (``host/zygote.py``), a `Worker` and the calls it serves (``host/worker.py``), its channel
   (``host/channel.py``), its processes and killing them (``host/process.py``), the isolation plan
-  (``host/isolation.py``), what a worker reports (``host/reports.py``) and the self-test;
+  (``host/isolation.py``), what a worker reports (``host/reports.py``), what a sandbox reads of a
+  submission and writes into a worker's scratch dir (``host/submission.py``) and the self-test;
 - ``child/``: what runs in the worker's processes: the zygote, the supervisor and the server that
   runs the student's code;
 - ``jail/``: the jail's mechanisms: namespaces, mounts, uid and rlimits (``jail/enter.py``),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import io
 import linecache
 import os
 import random
@@ -54,8 +55,9 @@ def serve(cfg: dict, applied: list[str], *, channel: tuple[int, int] = (CHANNEL_
     sys.stdin = open(os.devnull)
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(line_buffering=True)
-        except (AttributeError, ValueError):
+            if isinstance(stream, io.TextIOWrapper):  # else (None, replaced) nothing to line-buffer
+                stream.reconfigure(line_buffering=True)
+        except ValueError:
             pass
     cuda = bound_cuda_memory(torch, int(cfg.get("gpu_memory_bytes") or 0)) if cfg.get("device", "").startswith("cuda") else {}
     Server(cfg, channel).run({"op": "hello", "applied": applied, "pid": os.getpid(), "cuda": cuda})
@@ -147,7 +149,8 @@ class Server:
     def _flush() -> None:
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             try:
-                stream.flush()
+                if stream is not None:
+                    stream.flush()
             except Exception:
                 pass
 

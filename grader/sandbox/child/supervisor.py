@@ -103,8 +103,9 @@ def _watch(status: socket.socket, worker: int) -> None:
     os.set_blocking(wake_r, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
+    watched: list[socket.socket | int] = [status, wake_r]
     while exit_status is None:
-        r, _, _ = select.select([status, wake_r], [], [], 0.5)
+        r, _, _ = select.select(watched, [], [], 0.5)
         if wake_r in r:
             try:
                 os.read(wake_r, 512)

@@ -120,8 +120,8 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
     while True:
-        watched = [d.status for d in direct.values() if not d.killing]
-        r, _, _ = select.select([ctl, wake_r] + watched, [], [], 0.2)
+        watched: list[socket.socket | int] = [ctl, wake_r, *(d.status for d in direct.values() if not d.killing)]
+        r, _, _ = select.select(watched, [], [], 0.2)
         if wake_r in r:
             try:
                 os.read(wake_r, 512)

@@ -39,7 +39,7 @@ from grader.sandbox.wire import MAX_HEADER_BYTES, PREFIX, check_prefix
 
 class Channel:
     def __init__(self, channel: socket.socket, out_fd: int, err_fd: int, limits: Limits, *,
-                 die: Callable[[SandboxError, str], NoReturn], crashed: Callable[[str], NoReturn],
+                 die: Callable[[SandboxError, str], NoReturn], crashed: Callable[[Msg | str], NoReturn],
                  dead: Callable[[], bool], tree_memory: Callable[[], int] | None):
         """die(error, reason): kill the worker and raise `error`; crashed(phase): the channel closed;
         dead(): the worker died already; tree_memory: the worker's memory use, polled while
@@ -128,7 +128,7 @@ class Channel:
             out = self._out
             r, w, _ = select.select(rl, [self._ch] if out else [], [], min(self.poll_interval, max(0.0, deadline - now)))
             for fd in r:
-                if fd is not self._ch:
+                if isinstance(fd, int):  # not the channel: stdout or stderr
                     self._read_output(fd)
             if w and out:
                 try:
@@ -168,7 +168,8 @@ class Channel:
         """Captured stdout and stderr (first `max_output_bytes` of each), never parsed; made safe
         by the untrusted-text rule (`grader.untrusted.text`)."""
         self.drain_output()
-        return tuple(untrusted.text(self._kept[k].decode("utf-8", "replace"), None) for k in ("out", "err"))
+        out, err = (untrusted.text(self._kept[k].decode("utf-8", "replace"), None) for k in ("out", "err"))
+        return out, err
 
     def _read_output(self, fd: int) -> None:
         name = "out" if fd == self._fds["out"] else "err"

@@ -34,6 +34,7 @@ from grader.sandbox.host import selftest
 from grader.sandbox.host.pipes import PipeChannel
 from grader.sandbox.host.portable_process import PortableProcess, psutil
 from grader.sandbox.host.reports import LoadReport
+from grader.sandbox.host.submission import main_name, write_files
 from grader.sandbox.host.worker import Worker
 from grader.sandbox.limits import GiB, Limits
 from grader.sandbox.wire import encode_frame
@@ -287,32 +288,6 @@ class PortableSandbox:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def main_name(sub) -> str:
-    """The file name the submission's code runs as (its ``__file__`` and ``sys.argv[0]``)."""
-    if sub.kind == "ipynb":
-        return os.path.basename(sub.path)
-    units = sub.units
-    if units and units[0].cell is None:
-        return os.path.basename(units[0].label)
-    return "submission.py"
-
-
-def write_files(scratch: str, files: dict[str, bytes]) -> None:
-    """A folder or zip submission's other files, into the worker's scratch dir."""
-    for rel, data in files.items():
-        norm = os.path.normpath(rel)
-        if os.path.isabs(norm) or norm.startswith("..") or "\x00" in norm:
-            raise SandboxError(f"refusing to write {rel!r} outside the scratch dir")
-        dest = os.path.join(scratch, norm)
-        try:
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            with open(dest, "wb") as f:
-                f.write(data)
-        except OSError as e:  # the message names the submission's path, never the host's scratch dir
-            why = e.strerror or type(e).__name__
-            raise SandboxError(f"cannot write the submission's file {rel!r}: {why}") from None
 
 
 def _own_fd(stream) -> int:

@@ -22,47 +22,21 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from grader.i18n import Msg, tr
+from grader.i18n import tr
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.host import isolation as plans
 from grader.sandbox.host import selftest, zygote
 from grader.sandbox.host.process import Reaper, WorkerProcess
 from grader.sandbox.host.reports import LoadReport
+from grader.sandbox.host.submission import Submission, main_name, write_files
 from grader.sandbox.host.worker import Worker
 from grader.sandbox.jail import cgroups
 from grader.sandbox.limits import Budget, Limits
 from grader.timings import mark
 
 LINUX = sys.platform.startswith("linux")
-
-
-class CodeUnit(Protocol):
-    """One unit of a submission's code: the module body, or a notebook cell."""
-
-    @property
-    def label(self) -> str: ...
-    @property
-    def cell(self) -> int | None: ...
-    @property
-    def source(self) -> str: ...
-
-
-class Submission(Protocol):
-    """What a Sandbox reads of a loaded submission (``grader.submission.load.LoadedSubmission``)."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def units(self) -> Sequence[CodeUnit]: ...
-    @property
-    def files(self) -> dict[str, bytes]: ...
-    @property
-    def error(self) -> Msg | None: ...
 
 
 _LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -124,6 +98,7 @@ class Sandbox:
         elif pre is not None and not (forking and pre.env == zygote.child_env(device) and zygote.claim(pre)):
             raise ValueError("this prestarted zygote cannot be used here (another device, no zygote, "
                              "or another Sandbox adopted it)")
+        probe: subprocess.Popen | None  # the jail probe, where there is one (Linux)
         if pre is not None:
             self._root, self._env, probe = pre.root, pre.env, pre.probe
             self._zygote = pre.zygote
@@ -265,13 +240,13 @@ class Sandbox:
         return w
 
     def _spawn_for(self, sub: Submission, *, wait: bool = True) -> Worker:
-        return self._spawn(main=_main_name(sub), files=dict(sub.files or {}), wait=wait)
+        return self._spawn(main=main_name(sub), files=dict(sub.files or {}), wait=wait)
 
     def _spawn(self, *, main: str = "submission.py", files: dict[str, bytes] | None = None,
                wait: bool = True) -> Worker:
         seq = next(_SEQ)
         scratch = tempfile.mkdtemp(dir=self._root, prefix=f"w{seq}-")
-        _write_files(scratch, files or {})
+        write_files(scratch, files or {})
         made = cgroups.make(self._plan.hierarchy, seq, self.limits) if self._plan.hierarchy else []
         cfg = plans.worker_config(self._plan, self.limits, scratch=scratch, main=main, cgroups=made,
                                   sys_path=self._sys_path, device=self.device)
@@ -369,30 +344,6 @@ class Sandbox:
             self.close()
         except Exception:
             pass
-
-
-def _main_name(sub: Submission) -> str:
-    if sub.kind == "ipynb":
-        return os.path.basename(sub.path)
-    units = sub.units
-    if units and units[0].cell is None:
-        return os.path.basename(units[0].label)
-    return "submission.py"
-
-
-def _write_files(scratch: str, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        norm = os.path.normpath(rel)
-        if os.path.isabs(norm) or norm.startswith("..") or "\x00" in norm:
-            raise SandboxError(f"refusing to write {rel!r} outside the scratch dir")
-        dest = os.path.join(scratch, norm)
-        try:
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            with open(dest, "wb") as f:
-                f.write(data)
-        except OSError as e:  # the message names the submission's path, never the host's scratch dir
-            why = e.strerror or type(e).__name__
-            raise SandboxError(f"cannot write the submission's file {rel!r}: {why}") from None
 
 
 def open_sandboxes() -> list[Sandbox]:

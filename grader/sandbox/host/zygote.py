@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 
 from grader.sandbox.errors import SandboxError
 from grader.sandbox.host.process import dead, descendants
@@ -158,13 +159,14 @@ class Zygote:
                 self.sock.settimeout(None)
         if not ready.get("ready"):
             raise SandboxError("the sandbox zygote did not start")
-        self.resident = ready.get("resident") if type(ready.get("resident")) is dict else {"error": "none"}
+        resident = ready.get("resident")
+        self.resident = resident if type(resident) is dict else {"error": "none"}
         self.ready = True
         times = ready.get("times")
         if isinstance(times, dict):
             self.times = {k: float(v) for k, v in times.items() if isinstance(v, (int, float))}
 
-    def request(self, msg: dict, fds: list[int] = (), timeout: float | None = None) -> dict:
+    def request(self, msg: dict, fds: Sequence[int] = (), timeout: float | None = None) -> dict:
         """One request and its reply (the caller holds the Sandbox's lock)."""
         if self.sock is None:
             raise SandboxError("the sandbox zygote was stopped")
@@ -188,7 +190,8 @@ class Zygote:
         reply = self.request({"op": "warm_meta"}, timeout=timeout)
         if not reply.get("ok"):
             raise SandboxError(f"the sandbox zygote could not warm the meta device: {reply}")
-        self.resident = reply.get("resident") if type(reply.get("resident")) is dict else {"error": "none"}
+        resident = reply.get("resident")
+        self.resident = resident if type(resident) is dict else {"error": "none"}
         self.meta_warm = True
 
     def stop(self) -> None:
