@@ -53,7 +53,7 @@ class Limits:
 @dataclass(frozen=True)
 class Budget:
     """What all the workers of one sandbox may use together at once, the pre-started ones counted:
-    a cgroup over them all (``grader.sandbox.cgroups.make_batch``), where cgroups can be written.
+    a cgroup over them all (``grader.sandbox.jail.cgroups.make_batch``), where cgroups can be written.
     With `-j N`, each slot keeps the worker it grades and the next one, started early; without a
     budget they could hold 2N CPUs and 2N memory caps."""
 

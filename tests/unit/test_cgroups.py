@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.sandbox.host import selftest
-from grader.sandbox.jail import cgroups
+from grader.sandbox.jail import cgroup_hierarchy, cgroups
 from grader.sandbox.limits import Budget, GiB, Limits
 
 CONTROLLER_FILES = {
@@ -26,7 +26,7 @@ CONTROLLER_FILES = {
 }
 
 
-class FakeCgroupFS(cgroups.Files):
+class FakeCgroupFS(cgroup_hierarchy.Files):
     """A cgroup2 mount in a temporary folder; `root_is_real`: False for a container's namespace
     root, which obeys the no-internal-processes rule like any other non-root cgroup."""
 
@@ -130,17 +130,17 @@ def fs(tmp_path):
 
 def test_a_systemd_scope_is_delegated_with_the_grader_moved_into_a_leaf(fs, tmp_path):
     scope = fs.place("user.slice/user-1000.slice/grader.scope", [ME, "4242"])
-    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/user.slice/user-1000.slice/grader.scope"))
+    h = cgroup_hierarchy.find(fs, fs.root, proc_self(tmp_path, "0::/user.slice/user-1000.slice/grader.scope"))
     assert h is not None and (h.version, h.memory, h.pids, h.cpu) == (2, scope, scope, scope)
     assert set(Path(scope, "cgroup.subtree_control").read_text().split()) == {"memory", "pids", "cpu"}
     # every process of the scope now sits in the leaf, the scope itself holds none
     assert Path(scope, "cgroup.procs").read_text().split() == []
-    assert Path(scope, cgroups.LEAF, "cgroup.procs").read_text().split() == [ME, "4242"]
+    assert Path(scope, cgroup_hierarchy.LEAF, "cgroup.procs").read_text().split() == [ME, "4242"]
 
 
 def test_a_worker_cgroup_gets_memory_with_swap_off_pids_and_one_cpu(fs, tmp_path):
     fs.place("grader.scope", [ME])
-    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
+    h = cgroup_hierarchy.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
     limits = Limits(memory_bytes=GiB, max_pids=32, cpu_quota=1.0)
     [path] = cgroups.make(h, 7, limits)
     assert os.path.basename(path) == f"grader-{ME}-7"
@@ -158,7 +158,7 @@ def test_a_worker_cgroup_gets_memory_with_swap_off_pids_and_one_cpu(fs, tmp_path
 
 def test_worker_cgroups_are_removed_once_empty_and_stale_ones_of_dead_graders_swept(fs, tmp_path):
     fs.place("grader.scope", [ME])
-    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
+    h = cgroup_hierarchy.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
     [path] = cgroups.make(h, 1, Limits())
     cgroups.remove([path], spare=None, fs=fs)
     assert not os.path.exists(path)
@@ -166,29 +166,29 @@ def test_worker_cgroups_are_removed_once_empty_and_stale_ones_of_dead_graders_sw
     fs.mkdir(stale)
     cgroups.remove_stale(h, dead=lambda pid: pid == "999999999")
     assert not os.path.exists(stale)
-    assert os.path.isdir(os.path.join(h.memory, cgroups.LEAF))  # the grader's own leaf stays
+    assert os.path.isdir(os.path.join(h.memory, cgroup_hierarchy.LEAF))  # the grader's own leaf stays
 
 
 def test_a_container_namespace_root_moves_its_processes_into_a_leaf(tmp_path):
     fs = FakeCgroupFS(tmp_path / "cgroup", root_is_real=False)
     for pid in (ME, "1"):
         fs.write(os.path.join(fs.root, "cgroup.procs"), pid)
-    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/"))
+    h = cgroup_hierarchy.find(fs, fs.root, proc_self(tmp_path, "0::/"))
     assert h is not None and h.memory == fs.root
-    assert sorted(Path(fs.root, cgroups.LEAF, "cgroup.procs").read_text().split()) == sorted([ME, "1"])
+    assert sorted(Path(fs.root, cgroup_hierarchy.LEAF, "cgroup.procs").read_text().split()) == sorted([ME, "1"])
 
 
 def test_a_container_without_its_own_cgroup_namespace_uses_the_mount_it_sees(tmp_path):
     fs = FakeCgroupFS(tmp_path / "cgroup", root_is_real=False)
     fs.write(os.path.join(fs.root, "cgroup.procs"), ME)
     # /proc/self/cgroup names the host's path, which does not exist inside the container
-    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/system.slice/docker-abc.scope"))
+    h = cgroup_hierarchy.find(fs, fs.root, proc_self(tmp_path, "0::/system.slice/docker-abc.scope"))
     assert h is not None and h.memory == fs.root
 
 
 def test_no_delegation_means_no_cgroup_and_the_result_says_so_in_plain_words(fs, tmp_path):
     fs.place("user.slice/session-1.scope", [ME], delegate=("cpu",))  # memory and pids not handed down
-    assert cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/user.slice/session-1.scope")) is None
+    assert cgroup_hierarchy.find(fs, fs.root, proc_self(tmp_path, "0::/user.slice/session-1.scope")) is None
     note = str(selftest.limits_note(frozenset({"namespaces", "rss", "rlimits"}), None, Limits()))
     assert note.startswith("no cgroup could be written here") and "memory is polled against 2 GiB" in note
     assert "no per-worker process or CPU cap" in note
@@ -196,7 +196,7 @@ def test_no_delegation_means_no_cgroup_and_the_result_says_so_in_plain_words(fs,
 
 def test_without_the_cpu_controller_memory_and_pids_still_apply(fs, tmp_path):
     fs.place("grader.scope", [ME], delegate=("memory", "pids"))
-    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
+    h = cgroup_hierarchy.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
     assert h is not None and h.cpu is None
     [path] = cgroups.make(h, 2, Limits())
     assert not os.path.exists(os.path.join(path, "cpu.max"))
@@ -206,7 +206,7 @@ def test_without_the_cpu_controller_memory_and_pids_still_apply(fs, tmp_path):
 
 def test_the_proof_lowers_each_limit_to_just_above_what_the_worker_uses(fs, tmp_path):
     fs.place("grader.scope", [ME])
-    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
+    h = cgroup_hierarchy.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
     [path] = cgroups.make(h, 3, Limits())
     Path(path, "memory.current").write_text("50000000\n")
     Path(path, "pids.current").write_text("5\n")
@@ -220,7 +220,7 @@ def test_v1_still_comes_first_where_its_hierarchies_can_be_written(tmp_path):
     root = tmp_path / "cgroup"
     for c in ("memory", "pids", "cpu"):
         (root / c / "grader").mkdir(parents=True)
-    h = cgroups.find(cgroups.OS, str(root), proc_self(tmp_path, "4:memory:/grader\n3:pids:/grader\n2:cpu,cpuacct:/grader\n0::/"))
+    h = cgroup_hierarchy.find(cgroup_hierarchy.OS, str(root), proc_self(tmp_path, "4:memory:/grader\n3:pids:/grader\n2:cpu,cpuacct:/grader\n0::/"))
     assert h is not None and h.version == 1
     assert (h.memory, h.pids, h.cpu) == tuple(str(root / c / "grader") for c in ("memory", "pids", "cpu"))
     mem, pids, cpu = cgroups.make(h, 4, Limits(memory_bytes=GiB, max_pids=16))
@@ -244,7 +244,7 @@ def test_a_batch_cgroup_holds_every_worker_under_the_batch_budget(fs, tmp_path):
     """One cgroup over all of a sandbox's workers (two slots, each with a pre-started worker: four
     at once), with the batch's memory (swap off) and CPU budget; the workers' own limits below it."""
     scope = fs.place("grader.scope", [ME])
-    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
+    h = cgroup_hierarchy.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
     batch = cgroups.make_batch(h, Budget(cpus=2.0, memory_bytes=4 * GiB))
     path = batch.memory
     assert os.path.dirname(path) == scope and os.path.basename(path).startswith(f"grader-{ME}-batch")
@@ -260,12 +260,12 @@ def test_a_batch_cgroup_holds_every_worker_under_the_batch_budget(fs, tmp_path):
     assert note.endswith("per worker, each seen to fire at start-up; all workers at once, pre-started ones "
                          "included: 2 CPUs and 4 GiB")
     cgroups.remove_batch(batch)  # its workers' cgroups first (the kernel refuses a parent's rmdir)
-    assert not os.path.exists(path) and os.path.isdir(os.path.join(scope, cgroups.LEAF))
+    assert not os.path.exists(path) and os.path.isdir(os.path.join(scope, cgroup_hierarchy.LEAF))
 
 
 def test_a_killed_graders_batch_cgroup_is_swept_with_its_workers(fs, tmp_path):
     fs.place("grader.scope", [ME])
-    h = cgroups.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
+    h = cgroup_hierarchy.find(fs, fs.root, proc_self(tmp_path, "0::/grader.scope"))
     stale = os.path.join(h.memory, "grader-999999999-batch")
     fs.mkdir(stale)
     fs.write(os.path.join(stale, "cgroup.subtree_control"), "+memory +pids")
@@ -278,7 +278,7 @@ def test_a_v1_batch_cgroup_is_one_per_controller_with_the_budget(tmp_path):
     root = tmp_path / "cgroup"
     for c in ("memory", "pids", "cpu"):
         (root / c / "grader").mkdir(parents=True)
-    h = cgroups.find(cgroups.OS, str(root), proc_self(tmp_path, "4:memory:/grader\n3:pids:/grader\n2:cpu,cpuacct:/grader\n0::/"))
+    h = cgroup_hierarchy.find(cgroup_hierarchy.OS, str(root), proc_self(tmp_path, "4:memory:/grader\n3:pids:/grader\n2:cpu,cpuacct:/grader\n0::/"))
     batch = cgroups.make_batch(h, Budget(cpus=1.5, memory_bytes=3 * GiB))
     name = os.path.basename(batch.memory)
     assert name.startswith(f"grader-{ME}-batch")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from grader.sandbox.host import zygote
 from grader.sandbox.host.process import dead
-from grader.sandbox.jail import cgroups, paths
+from grader.sandbox.jail import cgroup_hierarchy, cgroups, paths
 from grader.sandbox.limits import GiB, Limits
 
 LINUX = sys.platform.startswith("linux")
@@ -28,7 +28,7 @@ ORDER = ("namespaces", "uid", "landlock", "seccomp", "cgroup", "rss", "rlimits")
 class IsolationPlan:
     features: frozenset[str]
     """What every worker applies: namespaces, uid, landlock, seccomp, cgroup, rss, rlimits."""
-    hierarchy: cgroups.Hierarchy | None = None
+    hierarchy: cgroup_hierarchy.Hierarchy | None = None
     """Where a worker's cgroups go (v1 or v2); None: rss polling."""
     hide: tuple[str, ...] = ()
     """Ancestors of the read paths masked in the worker (the read paths below them are bound back)."""
@@ -89,7 +89,7 @@ def choose(isolation: str, probe_proc: subprocess.Popen | None, env: dict[str, s
         abi = probe["landlock"]
     if probe.get("seccomp"):
         feats.add("seccomp")
-    hierarchy = cgroups.find()
+    hierarchy = cgroup_hierarchy.find()
     if hierarchy is not None:
         feats.add("cgroup")
         cgroups.remove_stale(hierarchy, dead)
