@@ -20,12 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 import grader
 from grader.assignment.spec import load_assignment
 from grader.authoring.release import reference_lines, shipped_texts
-from grader.cli.app import main
 from grader.grading.engine import Engine, limits_for
 from grader.results import to_dict
 from grader.authoring.validate import read_expectations
@@ -38,14 +36,10 @@ WHEEL = f"wheel/attention_grader-{grader.__version__}-py3-none-any.whl"
 
 
 @pytest.fixture(scope="module")
-def kits(tmp_path_factory) -> dict[str, Path]:
-    out = {}
-    for slug in sorted({s.assignment for s in SAMPLES}):
-        folder = tmp_path_factory.mktemp("kits") / slug
-        r = CliRunner().invoke(main, ["release", slug, "-o", str(folder)], catch_exceptions=False)
-        assert r.exit_code == 0, r.output
-        out[slug] = folder
-    return out
+def kits(released_kit) -> dict[str, Path]:
+    """Every assignment's kit, as `grader release` made it (once per session: test_release.py
+    checks the same kits)."""
+    return {slug: released_kit(slug)[0] for slug in sorted({s.assignment for s in SAMPLES})}
 
 
 @pytest.fixture(scope="module")
