@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from grader.assignment.spec import load_assignment
-from grader.grading.engine import Engine, limits_for
 from grader.results import Outcome
 from grader.authoring.validate import compare_to_expectation, read_expectations
 
@@ -16,16 +14,6 @@ pytestmark = pytest.mark.slow  # full tier: every sample submission graded
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = read_expectations(ROOT / "submissions")
-
-
-@pytest.fixture(scope="module")
-def engines(sandbox_for):
-    """One engine per assignment, reference setups computed once for all samples."""
-    opened = {}
-    for slug in sorted({s.assignment for s in SAMPLES}):
-        a = load_assignment(slug)
-        opened[slug] = Engine(a, sandbox_for(limits_for(a)))
-    return opened
 
 
 def test_every_sample_file_is_declared_and_every_declaration_exists():
@@ -37,8 +25,8 @@ def test_every_sample_file_is_declared_and_every_declaration_exists():
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[str(s.path.relative_to(ROOT / "submissions")) for s in SAMPLES])
-def test_sample_gets_its_declared_outcome(sample, engines):
-    report = engines[sample.assignment].grade_path(sample.path)
+def test_sample_gets_its_declared_outcome(sample, sample_grades):
+    report = sample_grades.report(sample)
     assert report.load.ok, str(report.load.message)
     assert compare_to_expectation(report, sample) == ""
     if not sample.fails:
