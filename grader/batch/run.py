@@ -142,14 +142,14 @@ def regrade_reasons(assignment: str, regraded: dict[tuple[str, ...], int]) -> st
 def _cluster_spec(cfg: BatchConfig):
     if cfg.cluster is None:
         return None
-    from grader.batch.cluster_spec import TLSFiles, parse_spec
+    from grader.batch.cluster.spec import TLSFiles, parse_spec
 
     tls = TLSFiles(*cfg.cluster_tls) if cfg.cluster_tls else None
     return parse_spec(cfg.cluster, tls=tls, insecure=cfg.insecure_cluster)
 
 
 def _cluster_device(spec, name: str) -> torch.device:
-    from grader.batch.cluster_spec import device_for
+    from grader.batch.cluster.spec import device_for
 
     return device_for(spec, name)
 
@@ -172,7 +172,7 @@ def _write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], resul
         return
     found_ids = set(subs)
     if cfg.similarity and len(subs) >= 2:
-        from grader.batch.similarity import write_batch_similarity
+        from grader.batch.outputs import write_batch_similarity
 
         result.similarity, _, result.similar_pairs = write_batch_similarity(
             a, subs, reports, cfg.out_dir, lang=cfg.dashboard_lang)

@@ -11,8 +11,8 @@ process stays the only writer of the ledger, gradebook, reports and exports. A w
 costs nothing: Dask runs its task again elsewhere. A task that killed `allowed-failures + 1` workers
 comes back as `KilledWorker` and is recorded as that submission's crash. `distributed` is optional
 (the `cluster` extra) and imported only by the cluster modules: the back-end here, the --cluster
-value in `grader.batch.cluster_spec`, what travels in `grader.batch.cluster_task`, the worker's side in
-`grader.batch.cluster_worker`, the instructor's connection in `grader.batch.cluster_pool`.
+value in `grader.batch.cluster.spec`, what travels in `grader.batch.cluster.payload`, the worker's side in
+`grader.batch.cluster.worker`, the instructor's connection in `grader.batch.cluster.backend`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Iterator
 
 from grader.batch.backend import Ready, Todo
 from grader.batch.config import Event, EventKind
-from grader.batch.cluster_pool import ClusterPool
-from grader.batch.cluster_spec import ClusterSpec
+from grader.batch.cluster.backend import ClusterPool
+from grader.batch.cluster.spec import ClusterSpec
 from grader.batch.recording import Tally
 from grader.records.ledger import LedgerKey
 

@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 
-from grader.batch.cluster_task import unpack, write_tree
+from grader.batch.cluster.payload import unpack, write_tree
 
 try:
     from distributed.diagnostics.plugin import WorkerPlugin as _PluginBase

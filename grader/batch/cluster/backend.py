@@ -13,9 +13,9 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from grader.batch.cluster_spec import ClusterSpec
-from grader.batch.cluster_task import assignment_files, pack
-from grader.batch.cluster_worker import GraderPlugin, grade_remote, plugin_state, worker_facts, worker_gpus
+from grader.batch.cluster.spec import ClusterSpec
+from grader.batch.cluster.payload import assignment_files, pack
+from grader.batch.cluster.worker import GraderPlugin, grade_remote, plugin_state, worker_facts, worker_gpus
 from grader.errors import GraderError
 from grader.i18n import choose, tr
 
@@ -95,7 +95,7 @@ class ClusterPool:
         import dask
         from distributed import Client, LocalCluster
 
-        from grader.batch.cluster_spec import security_for
+        from grader.batch.cluster.spec import security_for
 
         security = security_for(self.spec)
         if self.spec.local_workers:
