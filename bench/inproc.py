@@ -223,7 +223,7 @@ def floor(batch: Path, limit: int | None) -> dict:
 
 def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
     import grader.batch.run as B
-    from grader.batch import local as L, recording as R
+    from grader.batch import local as L, outputs as O, recording as R
     from grader.sandbox.host import sandbox, worker
     from grader.grading import engine as E
     from grader.assignment.spec import load_assignment
@@ -246,8 +246,8 @@ def profile(batch: Path, limit: int | None, out_dir: Path) -> dict:
     timed(R, "write_submission", "student HTML")
     timed(R.Ledger, "record", "ledger + gradebook")
     timed(R.Gradebook, "record", "ledger + gradebook")
-    timed(B, "write_all", "dashboard + exports (once)")
-    timed(B, "load_results", "dashboard + exports (once)")
+    timed(O, "write_all", "dashboard + exports (once)")
+    timed(O, "load_results", "dashboard + exports (once)")
 
     # the meta-device case alone (first meta op in a fresh worker imports torch._dynamo)
     per_case: dict[str, list[float]] = collections.defaultdict(list)

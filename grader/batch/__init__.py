@@ -1,1 +1,1 @@
-"""The instructor's batch (`grader grade`): slots on this machine or a Dask cluster, results recorded as they come."""
+"""The instructor's batch (`grader grade`): submissions graded in slots on this machine or on a Dask cluster, each result recorded as it comes, then the class's reports and summary."""

@@ -1,16 +1,24 @@
 """What a batch is asked to do (`BatchConfig`), what it tells the command as it goes (`Event`) and
-what it did (`BatchResult`)."""
+what it did (`BatchResult`, its `Summary`); between the run and its back-end: the submissions to
+grade (`Todo`) and the slots being up (`Ready`)."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 from grader.assignment.spec import Assignment
-from grader.batch.summary import Summary
 from grader.report.lms import LmsFiles
 from grader.results import GradeReport
+
+if TYPE_CHECKING:
+    from grader.records.ledger import LedgerKey
+    from grader.submission.load import LoadedSubmission
+
+Todo: TypeAlias = "list[tuple[LedgerKey, LoadedSubmission]]"
+"""What a back-end is handed to grade: each submission with the key its result is recorded under."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,44 @@ class Event:
     """(plan) Why files graded before are graded again (`grader.batch.run.regrade_reasons`), else empty."""
     reused: int = 0
     """(plan) Submissions taken from the ledger instead of graded; (ready) number of slots."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The back-end's slots are up."""
+
+    isolation: str
+    """The sandbox level they grade with (recorded in the run)."""
+    message: str
+    """What the "ready" event says (the isolation, and where for a cluster)."""
+    slots: int
+    warning: str = ""
+    """Said once at start-up when the sandbox bounds less than it should (no cgroup could be
+    written: memory only polled, no process or CPU cap); "" otherwise."""
+
+
+@dataclass(frozen=True)
+class ConceptRate:
+    concept: str
+    students: int
+    """Students failing at least one case of this concept."""
+    total: int
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.students / self.total if self.total else 0.0
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A batch's statistics for the terminal (`grader.batch.outputs.summarize`)."""
+
+    n: int
+    mean: float
+    median: float
+    failed_to_load: int
+    concept_rates: list[ConceptRate]
+    """Most failed first."""
 
 
 @dataclass

@@ -21,7 +21,7 @@ import torch
 
 from grader.assignment.spec import Assignment
 from grader.batch import slots
-from grader.batch.backend import Ready, Todo
+from grader.batch.config import Ready, Todo
 from grader.batch.recording import Tally
 from grader.errors import GraderError
 from grader.grading.engine import Engine, limits_for
@@ -47,6 +47,8 @@ class LocalBackend:
         self.lang = lang
         """The students' feedback language the reports record (``--lang``)."""
         self.engines: list[Engine] = []
+        self.sandbox: Sandbox | None = None
+        """The one sandbox every slot's engine grades on, while the slots are up."""
         self.forked = False
 
     @contextlib.contextmanager
@@ -63,13 +65,14 @@ class LocalBackend:
                                  isolation=self.isolation,
                                  budget=batch_budget(limits, n, self.batch_cpus, self.batch_memory_bytes))
             setups = reference_setups(self.assignment, self.device, public_only=False, cache_dir=self.cache_dir)
-            sandbox = start_sandbox(early)
+            self.sandbox = sandbox = start_sandbox(early)
             self.engines = batch_engines(self.assignment, sandbox, self.device, 1 if self.forked else n,
                                          lang=self.lang, setups=setups)
             freeze_heap()
             yield Ready(sandbox.isolation, sandbox.isolation, n, warning=no_cgroup_warning(sandbox))
         finally:
             stop.set()
+            self.sandbox = None
             if sandbox is not None:
                 sandbox.close()
             elif early is not None:
@@ -77,8 +80,10 @@ class LocalBackend:
             torch.set_num_threads(saved_threads)
 
     def grade(self, todo: Todo, tally: Tally, stop: threading.Event) -> None:
+        if self.sandbox is None:
+            raise RuntimeError("the local back-end grades only while its slots are up (inside `start`)")
         if self.forked:
-            slots.run(self.engines[0], todo, min(self.jobs, len(todo)), tally, stop, self.debug)
+            slots.run(self.engines[0], self.sandbox, todo, min(self.jobs, len(todo)), tally, stop, self.debug)
         else:
             grade_in_threads(self.engines, todo, tally, stop, self.debug)
 

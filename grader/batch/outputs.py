@@ -1,20 +1,64 @@
-"""The batch's similarity report: this run's submissions against each other, the starter left out.
+"""What a batch writes and says at the end: the similarity report over this run's submissions
+(the starter left out), then the dashboard and exports over every result of the assignment in the
+folder, and the summary for the terminal.
 
-Reads only what `grader.submission.load` already read (the code units, bounded, never executed)
-and the assignment's own starter files; compares in `grader.similarity`, writes with
-`grader.report.similarity_page`.
+The similarity report reads only what `grader.submission.load` already read (the code units,
+bounded, never executed) and the assignment's own starter files; it compares in
+`grader.similarity` and writes with `grader.report.similarity_page`.
 """
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
+from grader import __version__
 from grader.assignment.spec import Assignment
+from grader.batch.config import BatchConfig, BatchResult, ConceptRate, Summary
+from grader.report import RunInfo, load_results, write_all
 from grader.report.similarity_page import write_similarity
 from grader.results import GradeReport
 from grader.similarity.fingerprint import MAX_CHARS, fingerprints, normalised_tokens
 from grader.similarity.pairs import Document, ranked_pairs
 from grader.submission.load import LoadedSubmission, load_submission
+
+
+def write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], result: BatchResult) -> None:
+    """Similarity over this run's submissions, then the dashboard and exports over every result of
+    this assignment in the folder; `result` says what was written, and the summary."""
+    a = cfg.assignment
+    results_dir = cfg.out_dir / "results"
+    if not any(results_dir.glob("*.json")):
+        return
+    reports = [r for r in load_results(results_dir) if r.assignment.id == a.id]
+    if not reports:
+        return
+    if cfg.similarity and len(subs) >= 2:
+        result.similarity, _, result.similar_pairs = write_batch_similarity(
+            a, subs, reports, cfg.out_dir, lang=cfg.dashboard_lang)
+    run = RunInfo(assignment=a.id, version=a.version, title=a.title, grader_version=__version__,
+                  isolation=", ".join(sorted({r.environment.isolation for r in reports})))
+    written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False,
+                        pages_current=result.pages_written, lang=cfg.lang, dashboard_lang=cfg.dashboard_lang,
+                        canvas_column=cfg.canvas_column)
+    result.dashboard = written.index
+    result.lms = written.lms
+    result.summary = summarize(reports)
+    result.earlier = sum(r.submission.id not in subs for r in reports)
+
+
+def summarize(reports: list[GradeReport]) -> Summary:
+    """Mean and median percent, load failures, and the share of students failing each concept."""
+    percents = [r.score.percent for r in reports]
+    counts: dict[str, int] = {}
+    for r in reports:
+        for c in r.concepts_failed():
+            counts[c] = counts.get(c, 0) + 1
+    rates = [ConceptRate(c, k, len(reports)) for c, k in counts.items()]
+    rates.sort(key=lambda x: (-x.students, x.concept))
+    return Summary(len(reports), statistics.fmean(percents) if percents else 0.0,
+                   statistics.median(percents) if percents else 0.0,
+                   sum(not r.load.ok for r in reports), rates)
 
 
 def document(student_id: str, sub: LoadedSubmission) -> Document:

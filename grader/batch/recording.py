@@ -1,33 +1,88 @@
-"""Recording a batch's results, in the one thread that writes: each result in this order: ledger
-entry (committed, holding the result), JSON file (temp file + rename), HTML, gradebook row
-(committed). A batch stopped at any point therefore resumes by grading only what has no ledger
-entry, and restores any JSON file the stop left missing: nothing is lost, nothing recorded twice.
+"""The output folder of a run and what is written into it, by the one thread that writes.
+
+The folder is created and proved writable, then held with an exclusive lock (`<out>/.grader.lock`,
+flock) for the length of the run, so two runs never write one folder (`OutputLock`). Each result
+is recorded in this order: ledger entry (committed, holding the result), JSON file (temp file +
+rename), HTML, gradebook row (committed). A batch stopped at any point therefore resumes by
+grading only what has no ledger entry, and restores any JSON file the stop left missing: nothing
+is lost, nothing recorded twice.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from collections.abc import Callable
 
-from grader.batch.config import BatchConfig, BatchResult, Event, EventKind
-from grader.errors import OutputNotWritable
+from grader.batch.config import BatchConfig, BatchResult, Event, EventKind, Todo
+from grader.errors import GradebookBusy, OutputNotWritable
 from grader.records.gradebook import Gradebook
 from grader.records.ledger import Ledger, LedgerKey
 from grader.report import write_result_json, write_submission
 from grader.report.dashboard import report_filename
+from grader.report.outdir import writable_dir
 from grader.results import GradeReport, to_dict
 from grader.submission.load import LoadedSubmission
 from grader.timings import mark
 
+LOCK_NAME = ".grader.lock"
+
+
+def prepare_output(out_dir: Path) -> Path:
+    """Create the output folder; OutputNotWritable when it cannot be created or written."""
+    return writable_dir(out_dir, what="the output folder ", hint="pass -o/--output with a folder you can write to")
+
+
+class OutputLock:
+    """An exclusive lock on `<out>/.grader.lock` (flock) for the length of a run."""
+
+    def __init__(self, out_dir: Path, *, wait: bool = False, on_wait: Callable[[str], None] | None = None,
+                 hint: str = "wait for it to finish, or pass --wait to start when it has"):
+        self.path = out_dir / LOCK_NAME
+        self.wait = wait
+        self.hint = hint
+        self.on_wait = on_wait
+        self._fd: int | None = None
+
+    def __enter__(self) -> OutputLock:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise OutputNotWritable(f"cannot create {self.path}: {e.strerror or e}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            if not self.wait:
+                os.close(fd)
+                raise GradebookBusy(f"{self.path.parent} is in use by another grader run ({holder}); "
+                                    f"{self.hint}") from None
+            if self.on_wait:
+                self.on_wait(holder)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}, started {datetime.now().strftime('%H:%M:%S')}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
 
 def reuse(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, keys: list[LedgerKey],
-          subs: list[LoadedSubmission], result: BatchResult) -> list[tuple[LedgerKey, LoadedSubmission]]:
+          subs: list[LoadedSubmission], result: BatchResult) -> Todo:
     """Record what the ledger already holds (restoring a missing or different JSON file); return
     what is left to grade. Files graded before by something else are counted in
     ``result.regraded`` by what changed."""
-    todo = []
+    todo: Todo = []
     for key, sub in zip(keys, subs):
         if cfg.force:
             todo.append((key, sub))
@@ -75,8 +130,9 @@ class Tally:
         """`data`: ``to_dict(report)`` when the caller already has it."""
         mark("result")
         if report is not None and (report.submission.id, report.submission.sha256) != (key.student_id, key.sha256):
-            report, error = None, (f"its result names {report.submission.id!r} (sha256 {report.submission.sha256[:12]}), "
-                                   "not the submission sent: a result is filed only under its own job")
+            error = (f"its result names {report.submission.id!r} (sha256 {report.submission.sha256[:12]}), "
+                     "not the submission sent: a result is filed only under its own job")
+            report = None
         self.done += 1
         if report is None:  # a grader fault: not recorded, retried by the next run
             self.failing += 1

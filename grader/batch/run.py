@@ -1,40 +1,58 @@
 """The instructor's batch: grade a class's submissions in parallel into one output folder.
 
-    discover -> load (hash) -> ledger lookup -> a back-end's slots (local, or a Dask cluster)
+    discover -> load (hash) -> ledger lookup -> a back-end's slots: on this machine (grader.batch.local,
+                                                   grader.batch.slots) or on a Dask cluster (grader.batch.cluster)
              -> per result: the Tally records it (grader.batch.recording: ledger, JSON, HTML, gradebook)
-             -> at the end: dashboard and exports over every result in the folder
+             -> at the end: similarity, dashboard and exports, the summary (grader.batch.outputs)
 
 Results are recorded by the calling thread as soon as a slot hands them over, in the order
 `grader.batch.recording` gives, so a stopped batch resumes by grading only what the ledger does
 not hold. The first Ctrl-C (SIGINT/SIGTERM) lets the submissions in progress finish and be
-recorded, then stops; a second one stops at once (`grader.batch.interrupts`).
+recorded, then stops; a second one stops at once (`Interrupts`).
 """
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from grader import __version__
 from grader.assignment.fingerprint import fingerprint
-from grader.batch.backend import Backend, Todo
-from grader.batch.config import BatchConfig, BatchResult, Event, EventKind
-from grader.batch.interrupts import Interrupts
+from grader.batch.config import BatchConfig, BatchResult, Event, EventKind, Ready, Todo
 from grader.batch.local import LocalBackend
-from grader.batch.output_lock import OutputLock, prepare_output
-from grader.batch.recording import Tally, reuse
-from grader.batch.summary import summarize
+from grader.batch.recording import OutputLock, Tally, prepare_output, reuse
 from grader.errors import GraderError, OutputNotWritable
 from grader.records.gradebook import GRADEBOOK_NAME, Gradebook
 from grader.records.ledger import Ledger, LedgerKey, mode_of
-from grader.report import RunInfo, load_results, write_all
 from grader.submission.discover import discover
 from grader.submission.intake import Intake
-from grader.submission.load import LoadedSubmission
 from grader.timings import mark
+
+if TYPE_CHECKING:
+    from grader.assignment.spec import Assignment
+    from grader.batch.cluster.spec import ClusterSpec
+
+
+class Backend(Protocol):
+    """What the run asks of a back-end (`grader.batch.local.LocalBackend`, or
+    `grader.batch.cluster.backend.ClusterBackend`): start its slots, then grade the submissions,
+    handing each result to the `Tally` (the one place that records them)."""
+
+    def start(self, total: int, stop: threading.Event) -> AbstractContextManager[Ready]:
+        """Start the slots for `total` submissions; on exit, `stop` is set and everything is closed."""
+        ...
+
+    def grade(self, todo: Todo, tally: Tally, stop: threading.Event) -> None:
+        """Grade `todo`, `tally.take` each result once, in this thread; after `stop` is set, start
+        nothing new and return when what runs is finished."""
+        ...
 
 
 def run_batch(cfg: BatchConfig, on_event: Callable[[Event], None] = lambda e: None) -> BatchResult:
@@ -54,7 +72,8 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
     except ValueError as e:
         raise GraderError(str(e)) from e
     out = prepare_output(cfg.out_dir)
-    result = BatchResult(out_dir=out, gradebook=cfg.gradebook or out / GRADEBOOK_NAME)
+    gradebook = cfg.gradebook or out / GRADEBOOK_NAME
+    result = BatchResult(out_dir=out, gradebook=gradebook)
     with OutputLock(out, wait=cfg.wait, on_wait=lambda h: on_event(Event(EventKind.WAITING, 0, 0, message=h))):
         found = discover(cfg.paths, exclude=out, folders_are_submissions=cfg.folders_are_submissions,
                          newest=cfg.newest)
@@ -69,22 +88,22 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
         print_ = fingerprint(a)
         keys = [LedgerKey(f.id, s.sha256, a.id, mode, print_) for f, s in zip(found.submissions, subs)]
         try:
-            result.gradebook.parent.mkdir(parents=True, exist_ok=True)
+            gradebook.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise OutputNotWritable(f"cannot create the gradebook's folder {result.gradebook.parent}: "
+            raise OutputNotWritable(f"cannot create the gradebook's folder {gradebook.parent}: "
                                     f"{e.strerror or e}") from e
-        with Ledger(out) as ledger, Gradebook(result.gradebook) as book:
+        with Ledger(out) as ledger, Gradebook(gradebook) as book:
             run_id = book.start_run(assignment=a.id, version=a.version, grader_version=__version__,
                                     device=str(dev), isolation="", out_dir=str(out.resolve()))
             status = "failed"
             try:
                 todo = reuse(cfg, ledger, book, run_id, keys, subs, result)
-                backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang,
-                                        accept_isolation=cfg.accept_isolation, cache_dir=cfg.cache_dir,
-                                        isolation=cfg.isolation, batch_cpus=cfg.batch_cpus,
-                                        batch_memory_bytes=cfg.batch_memory_bytes)
-                           if spec is None
-                           else _cluster_backend(spec, a, dev, cfg))
+                backend: Backend = (LocalBackend(a, dev, cfg.jobs, debug=cfg.debug, lang=cfg.lang,
+                                                 accept_isolation=cfg.accept_isolation, cache_dir=cfg.cache_dir,
+                                                 isolation=cfg.isolation, batch_cpus=cfg.batch_cpus,
+                                                 batch_memory_bytes=cfg.batch_memory_bytes)
+                                    if spec is None
+                                    else _cluster_backend(spec, a, dev, cfg))
                 tally = Tally(cfg, ledger, book, run_id, result, on_event, len(todo))
                 _grade(backend, todo, tally, on_event)
                 status = "interrupted" if result.interrupted else "complete"
@@ -95,8 +114,11 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
                 book.finish_run(run_id, status=status, isolation=result.isolation, graded=result.graded,
                                 reused=result.reused, failed_to_load=result.failed_to_load, errors=len(result.errors))
         if not result.interrupted:
+            # Imported here: the similarity report's modules are needed only now.
+            from grader.batch.outputs import write_outputs
+
             mark("outputs.start")
-            _write_outputs(cfg, subs={f.id: s for f, s in zip(found.submissions, subs)}, result=result)
+            write_outputs(cfg, subs={f.id: s for f, s in zip(found.submissions, subs)}, result=result)
             mark("outputs.end")
     result.elapsed_s = time.perf_counter() - t0
     return result
@@ -111,8 +133,12 @@ def _grade(backend: Backend, todo: Todo, tally: Tally, on_event: Callable[[Event
         return
     stop = threading.Event()
     t_start = time.perf_counter()
-    with Interrupts(lambda: (stop.set(), on_event(Event(EventKind.STOPPING, 0, total)))) as interrupts, \
-            backend.start(total, stop) as ready:
+
+    def on_first_interrupt() -> None:
+        stop.set()
+        on_event(Event(EventKind.STOPPING, 0, total))
+
+    with Interrupts(on_first_interrupt) as interrupts, backend.start(total, stop) as ready:
         result.isolation = ready.isolation
         mark("slots.start")
         if ready.warning:
@@ -121,6 +147,36 @@ def _grade(backend: Backend, todo: Todo, tally: Tally, on_event: Callable[[Event
                        reused=ready.slots))
         backend.grade(todo, tally, stop)
         result.interrupted = interrupts.requested and tally.done < total
+
+
+_Handler = Callable[[int, FrameType | None], Any] | int | None
+"""What `signal.signal` returns and takes: a function, SIG_DFL or SIG_IGN, or None (not set from Python)."""
+
+
+class Interrupts:
+    """SIGINT/SIGTERM: the first sets `requested` and calls `on_first` (finish what is running), the
+    second raises KeyboardInterrupt. Installed only from the main thread; restored on exit."""
+
+    def __init__(self, on_first: Callable[[], None]):
+        self.requested = False
+        self._on_first = on_first
+        self._saved: dict[int, _Handler] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self._on_first()
+
+    def __enter__(self) -> Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._saved.items():
+            signal.signal(sig, old)
 
 
 _PART_WORDS = {"cases": "the cases", "reference": "the reference", "spec": "the spec.toml", "grader": "the grader"}
@@ -137,9 +193,9 @@ def regrade_reasons(assignment: str, regraded: dict[tuple[str, ...], int]) -> st
     return "\n".join(lines)
 
 
-# --- --cluster: the same run, tasks on Dask workers (grader/batch/cluster.py) -------------------
+# --- --cluster: the same run, tasks on Dask workers (grader/batch/cluster/), imported only then --
 
-def _cluster_spec(cfg: BatchConfig):
+def _cluster_spec(cfg: BatchConfig) -> ClusterSpec | None:
     if cfg.cluster is None:
         return None
     from grader.batch.cluster.spec import TLSFiles, parse_spec
@@ -148,40 +204,13 @@ def _cluster_spec(cfg: BatchConfig):
     return parse_spec(cfg.cluster, tls=tls, insecure=cfg.insecure_cluster)
 
 
-def _cluster_device(spec, name: str) -> torch.device:
+def _cluster_device(spec: ClusterSpec, name: str) -> torch.device:
     from grader.batch.cluster.spec import device_for
 
     return device_for(spec, name)
 
 
-def _cluster_backend(spec, a, dev: torch.device, cfg: BatchConfig) -> Backend:
-    from grader.batch.cluster import ClusterBackend
+def _cluster_backend(spec: ClusterSpec, a: Assignment, dev: torch.device, cfg: BatchConfig) -> Backend:
+    from grader.batch.cluster.backend import ClusterBackend
 
     return ClusterBackend(spec, a, dev, debug=cfg.debug, lang=cfg.lang, accept_isolation=cfg.accept_isolation)
-
-
-def _write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], result: BatchResult) -> None:
-    """Similarity over this run's submissions, then the dashboard and exports over every result of
-    this assignment in the folder."""
-    a = cfg.assignment
-    results_dir = cfg.out_dir / "results"
-    if not any(results_dir.glob("*.json")):
-        return
-    reports = [r for r in load_results(results_dir) if r.assignment.id == a.id]
-    if not reports:
-        return
-    found_ids = set(subs)
-    if cfg.similarity and len(subs) >= 2:
-        from grader.batch.outputs import write_batch_similarity
-
-        result.similarity, _, result.similar_pairs = write_batch_similarity(
-            a, subs, reports, cfg.out_dir, lang=cfg.dashboard_lang)
-    run = RunInfo(assignment=a.id, version=a.version, title=a.title, grader_version=__version__,
-                  isolation=", ".join(sorted({r.environment.isolation for r in reports})))
-    written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False,
-                        pages_current=result.pages_written, lang=cfg.lang, dashboard_lang=cfg.dashboard_lang,
-                        canvas_column=cfg.canvas_column)
-    result.dashboard = written.index
-    result.lms = written.lms
-    result.summary = summarize(reports)
-    result.earlier = sum(r.submission.id not in found_ids for r in reports)

@@ -52,6 +52,8 @@ early) and one more, so that the next is there before the result that asks for i
 
 
 class ForkableSandbox(Protocol):
+    """What the slots need of the sandbox their engine grades on (`grader.sandbox.Sandbox`)."""
+
     def share_with_forks(self) -> None: ...
 
     def adopt_after_fork(self) -> None: ...
@@ -61,8 +63,6 @@ class ForkableSandbox(Protocol):
 
 class SlotEngine(Protocol):
     """What a slot needs of `grader.grading.engine.Engine`."""
-
-    sandbox: ForkableSandbox
 
     def grade(self, sub: Any, *, student_id: str | None = None, worker: Any = None) -> GradeReport: ...
 
@@ -76,14 +76,17 @@ class Taker(Protocol):
              data: dict | None = None) -> None: ...
 
 
-def run(engine: SlotEngine, todo: list, n: int, tally: Taker, stop: threading.Event, debug: bool) -> None:
-    """Grade `todo` ((LedgerKey, LoadedSubmission) pairs) in `n` forked processes; `tally.take`
-    each result here, in order of completion. Returns when all are taken, or after `stop` is set
-    and the submissions already handed out are finished."""
-    engine.sandbox.share_with_forks()
+def run(engine: SlotEngine, sandbox: ForkableSandbox, todo: list, n: int, tally: Taker, stop: threading.Event,
+        debug: bool) -> None:
+    """Grade `todo` ((LedgerKey, LoadedSubmission) pairs) in `n` forked processes with `engine`, on
+    `sandbox` (the one it grades on, shared with the forks); `tally.take` each result here, in
+    order of completion. Returns when all are taken, or after `stop` is set and the submissions
+    already handed out are finished."""
+    sandbox.share_with_forks()
     procs: list[_Slot] = []
     for _ in range(n):
-        procs.append(_fork(engine, todo, debug, inherited=[fd for p in procs for fd in (p.jobs, p.results)]))
+        procs.append(_fork(engine, sandbox, todo, debug,
+                           inherited=[fd for p in procs for fd in (p.jobs, p.results)]))
     left = list(range(len(todo)))[::-1]  # to hand out, next last; a dead slot's unstarted ones go back
 
     def hand(p: _Slot) -> None:
@@ -236,7 +239,7 @@ class _Slot:
         os.close(self.results)
 
 
-def _fork(engine: SlotEngine, todo: list, debug: bool, inherited: list[int]) -> _Slot:
+def _fork(engine: SlotEngine, sandbox: ForkableSandbox, todo: list, debug: bool, inherited: list[int]) -> _Slot:
     """Fork one slot process; `inherited`: the other slots' pipe ends, closed in the child (an
     inherited job pipe's write end would keep that slot from ever seeing its end)."""
     jobs_r, jobs_w = os.pipe()
@@ -250,13 +253,13 @@ def _fork(engine: SlotEngine, todo: list, debug: bool, inherited: list[int]) -> 
             # Ctrl-C reaches the whole process group: the parent decides (finish, or kill us).
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, _exit_now)
-            engine.sandbox.adopt_after_fork()
+            sandbox.adopt_after_fork()
             _serve(engine, todo, jobs_r, res_w, debug)
         except BaseException:  # noqa: BLE001 - report nothing more: the parent sees the exit
             code = 1
         finally:
             try:
-                engine.sandbox.close()  # this process's workers only: the zygote is the parent's
+                sandbox.close()  # this process's workers only: the zygote is the parent's
             finally:
                 os._exit(code)
     os.close(jobs_r)

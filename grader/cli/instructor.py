@@ -226,7 +226,7 @@ def report_cmd(results_dir: Path, out_dir: Path | None, release_hidden: bool, ve
       grader report reports/masked-attention/results -o /tmp/preview
       grader report reports/masked-attention --lang zh-CN     # the same results, in Chinese
     """
-    from grader.batch.output_lock import OutputLock, prepare_output
+    from grader.batch.recording import OutputLock, prepare_output
     from grader.report.rerender import rerender
 
     if (results_dir / "results").is_dir():

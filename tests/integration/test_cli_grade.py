@@ -250,7 +250,7 @@ def test_a_second_run_on_the_same_folder_fails_clearly_or_waits(tmp_path):
     import os
     import select
 
-    from grader.batch.output_lock import OutputLock
+    from grader.batch.recording import OutputLock
 
     cls = tmp_path / "class"
     cls.mkdir()
@@ -375,7 +375,7 @@ def test_report_accepts_the_output_folder_and_reports_missing_results(graded, tm
 
 
 def test_report_refuses_a_folder_a_grade_run_is_writing(graded, tmp_path):
-    from grader.batch.output_lock import OutputLock
+    from grader.batch.recording import OutputLock
 
     _, out, _ = graded
     copy = tmp_path / "out"

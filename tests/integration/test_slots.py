@@ -70,7 +70,7 @@ def test_results_come_back_whole_and_a_dead_slot_costs_only_its_submission():
     todo = [(_key(n), n) for n in names]
     tally = _Tally()
     before = _children()
-    slots.run(engine, todo, 2, tally, threading.Event(), debug=False)
+    slots.run(engine, engine.sandbox, todo, 2, tally, threading.Event(), debug=False)
 
     taken = {name: (report, error, data) for name, report, error, data in tally.taken}
     assert sorted(taken) == sorted(names) and len(tally.taken) == len(names)  # each exactly once
@@ -94,7 +94,7 @@ def test_a_stop_hands_out_nothing_new():
     stop.set()
     todo = [(_key(f"s{i}"), f"s{i}") for i in range(8)]
     tally = _Tally()
-    slots.run(engine, todo, 2, tally, stop, debug=False)
+    slots.run(engine, engine.sandbox, todo, 2, tally, stop, debug=False)
     assert len(tally.taken) <= 2  # at most the one each slot already had
 
 
@@ -118,7 +118,7 @@ def test_a_stop_while_grading_skips_what_was_handed_out_but_not_started():
     todo = [(_key(f"s{i}"), f"s{i}") for i in range(20)]
     tally = _StopAtFirst()
     before = _children()
-    slots.run(engine, todo, 2, tally, stop, debug=False)
+    slots.run(engine, engine.sandbox, todo, 2, tally, stop, debug=False)
     # The first result, then per slot at most the one it was grading and one it may have begun
     # before the stop reached it; the others handed to it (three at a time) come back as skipped,
     # neither taken nor reported as errors.
@@ -133,7 +133,7 @@ def test_what_a_dead_slot_held_but_had_not_started_is_graded_by_another():
     todo = [(_key(n), n) for n in names]
     tally = _Tally()
     before = _children()
-    slots.run(engine, todo, 2, tally, threading.Event(), debug=False)
+    slots.run(engine, engine.sandbox, todo, 2, tally, threading.Event(), debug=False)
     taken = {sid: (report, error) for sid, report, error, _ in tally.taken}
     assert sorted(taken) == sorted(names) and len(tally.taken) == len(names)  # every one exactly once
     assert taken["dies"][0] is None and "died" in taken["dies"][1]

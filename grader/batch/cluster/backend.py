@@ -1,47 +1,46 @@
-"""The instructor's connection to a Dask cluster for one batch: workers checked (same grader
-version, GPUs for cuda), the grader plugin installed on each, a bounded window of tasks out, and
-each finished task turned back into a report (or a grader error, or a crash report when the
-submission killed its workers every time)."""
+"""The cluster back-end (`grader grade --cluster`): the instructor's connection to a Dask cluster
+for one batch. Workers checked (same grader version, GPUs for cuda), the grader plugin installed on
+each, a bounded window of tasks out, and each finished task turned back into a report (or a grader
+error, or a crash report when the submission killed its workers every time), handed to the `Tally`
+once per ledger key, whatever Dask re-runs."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import shutil
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+import torch
+
+from grader.assignment.spec import Assignment
+from grader.batch.cluster.payload import assignment_files, job_mismatch, pack
 from grader.batch.cluster.spec import ClusterSpec
-from grader.batch.cluster.payload import assignment_files, pack
 from grader.batch.cluster.worker import GraderPlugin, grade_remote, plugin_state, worker_facts, worker_gpus
+from grader.batch.config import Event, EventKind, Ready, Todo
+from grader.batch.recording import Tally
 from grader.errors import GraderError
 from grader.i18n import choose, tr
+from grader.records.ledger import LedgerKey
+from grader.results import Environment, GradeReport, report_from_dict
+from grader.submission.load import LoadedSubmission
+
+if TYPE_CHECKING:
+    from distributed import Client, Future, LocalCluster
+
+    from grader.grading.engine import Engine
+    from grader.sandbox import Sandbox
 
 NO_WORKERS_TIMEOUT_S = 300.0
 """How long a batch waits for the scheduler to have a worker (at the start, or after all died)."""
 
-
-def job_mismatch(report, key, sub, assignment) -> str:
-    """Why `report` is not the result of the job sent for `key` ("" when it is): the student id and
-    submission hash the grader sent (never the report's own word), the assignment and its cases."""
-    info = report.submission
-    if info.id != key.student_id:
-        return f"it is filed under another student's id, {info.id!r}"
-    if info.sha256 != sub.sha256:
-        return "it is for other submitted bytes (sha256 differs)"
-    if (report.assignment.id, report.assignment.version) != (assignment.id, assignment.version):
-        return f"it is for {report.assignment.id} v{report.assignment.version}"
-    if [c.id for c in report.cases] != [i.id for i in assignment.instances()]:
-        return "its cases are not the assignment's"
-    worth = {i.id: i.points for i in assignment.instances()}
-    if any(abs(c.points.possible - worth[c.id]) > 1e-9 or not 0 <= c.points.earned <= c.points.possible
-           for c in report.cases):
-        return "its cases' points are not the assignment's"
-    if abs(sum(c.points.earned for c in report.cases) - report.score.earned) > 1e-6:
-        return "its score is not the sum of its cases"
-    return ""
+Result = tuple[LedgerKey, GradeReport | None, float, str]
+"""One submission's end: its key, the report (None: a grader error), seconds, the error."""
 
 
 def _seconds(value: dict) -> float:
@@ -49,47 +48,68 @@ def _seconds(value: dict) -> float:
         return max(0.0, float(value.get("seconds", 0.0)))
     except (TypeError, ValueError):
         return 0.0
-"""How long a batch waits for the scheduler to have a worker (at the start, or after all died)."""
 
 
-class ClusterPool:
-    """A connection to the cluster for one batch: checked workers, the plugin installed, tasks out."""
+class ClusterBackend:
+    """The run's slots are the cluster's worker threads: a connection for one batch (checked
+    workers, the plugin installed, tasks out); each key is recorded once, whatever Dask re-runs."""
 
-    def __init__(self, spec: ClusterSpec, assignment, device, *, debug: bool = False, lang: str | None = None,
-                 accept_isolation: str | None = None):
+    def __init__(self, spec: ClusterSpec, assignment: Assignment, device: torch.device, *, debug: bool = False,
+                 lang: str | None = None, accept_isolation: str | None = None):
         self.spec, self.assignment, self.device, self.debug = spec, assignment, device, debug
         self.lang = lang
-        self.accept_isolation = accept_isolation
         """The students' feedback language the reports record (``--lang``)."""
+        self.accept_isolation = accept_isolation
         self.plugin_name = f"grader-{assignment.id}-{uuid.uuid4().hex[:12]}"
         self.isolation = ""
         self.workers = 0
-        self._cluster = None
+        self._cluster: LocalCluster | None = None
         self._scratch = ""
         """local:N: the workers' scratch folder, removed at the end."""
-        self._client = None
-        self._crash_environment = None
+        self._client: Client | None = None
+        self._crash_environment: Environment | None = None
         """The environment crash reports record, computed once (the reference setups give its dtypes)."""
         self._slots_now, self._slots_at = 0, -1e9
-        self._out: dict = {}
+        self._out: dict[Future, tuple[LedgerKey, LoadedSubmission]] = {}
         """Futures sent and not yet collected -> (key, sub)."""
-        self._local = None
-        """The engine (on a sandbox of this machine) that regrades a result a worker got wrong."""
+        self._local: Engine | None = None
+        """The engine (on `_local_sandbox`, of this machine) that regrades a result a worker got wrong."""
+        self._local_sandbox: Sandbox | None = None
         self.notices: list[str] = []
         """Said to the instructor as they happen: results refused and graded again here."""
 
-    def __enter__(self) -> ClusterPool:
+    @contextlib.contextmanager
+    def start(self, total: int, stop: threading.Event) -> Iterator[Ready]:
         try:
-            self._connect()
-            self._check_workers()
-            self._install()
-        except BaseException:
-            self.close()
-            raise
-        return self
+            try:
+                self._connect()
+                self._check_workers()
+                self._install()
+                yield Ready(self.isolation, f"{self.isolation} on {self.workers} Dask worker(s) at {self.spec}",
+                            self.workers)
+            finally:
+                self.close()
+        finally:
+            stop.set()
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def grade(self, todo: Todo, tally: Tally, stop: threading.Event) -> None:
+        recorded: set[LedgerKey] = set()
+        for key, report, seconds, error in self._results(todo, stop):
+            while self.notices:  # a worker's result refused and graded again here
+                tally.on_event(Event(EventKind.WARNING, tally.done, tally.total, key.student_id,
+                                     message=self.notices.pop(0)))
+            if key in recorded:  # Dask may re-run a task whose worker died after it finished
+                continue
+            if report is not None:
+                recorded.add(key)
+            tally.take(key, report, seconds, error)
+
+    @property
+    def client(self) -> Client:
+        """The connection to the scheduler, between `_connect` and `close`."""
+        if self._client is None:
+            raise RuntimeError("the cluster back-end is not connected (outside `start`)")
+        return self._client
 
     def _connect(self) -> None:
         import dask
@@ -119,7 +139,7 @@ class ClusterPool:
     def _check_workers(self) -> None:
         import grader
 
-        client = self._client
+        client = self.client
         try:
             client.wait_for_workers(1, timeout=NO_WORKERS_TIMEOUT_S)
         except TimeoutError:
@@ -145,8 +165,8 @@ class ClusterPool:
         plugin = GraderPlugin(self.plugin_name, assignment_files(a.dir), a.dir.name, str(self.device),
                               ignore_sigint=bool(self.spec.local_workers), lang=self.lang,
                               accept_isolation=self.accept_isolation)
-        self._client.register_plugin(plugin, name=self.plugin_name)
-        states = self._client.run(plugin_state, self.plugin_name, on_error="return")
+        self.client.register_plugin(plugin, name=self.plugin_name)
+        states = self.client.run(plugin_state, self.plugin_name, on_error="return")
         failed = [f"{addr}: {s.get('error') if isinstance(s, dict) else s}" for addr, s in sorted(states.items())
                   if not isinstance(s, dict) or "error" in s]
         if failed:
@@ -155,7 +175,7 @@ class ClusterPool:
         self.isolation = ", ".join(sorted({s["isolation"] for s in states.values()}))
 
     def _gpu_slots(self) -> int:
-        gpus = self._client.run(worker_gpus, on_error="ignore")
+        gpus = self.client.run(worker_gpus, on_error="ignore")
         return sum(gpus.values())
 
     def _slots(self) -> int:
@@ -164,10 +184,10 @@ class ClusterPool:
         if now - self._slots_at > 1.0:
             self._slots_at = now
             self._slots_now = (self._gpu_slots() if self.device.type == "cuda"
-                               else sum(self._client.nthreads().values()))
+                               else sum(self.client.nthreads().values()))
         return self._slots_now
 
-    def grade(self, todo: list, stop: threading.Event) -> Iterator[tuple]:
+    def _results(self, todo: Todo, stop: threading.Event) -> Iterator[Result]:
         """Yield (key, report or None, seconds, error) per submission as they finish.
 
         A bounded window of tasks is out: three per worker thread, so that one task of a group is
@@ -175,14 +195,14 @@ class ClusterPool:
         task assigned to the dying worker, and with worker-saturation 1.0 a worker holds only the
         one it runs). GPU tasks are never queued there, so only one per GPU is out. After `stop` is
         set, nothing new is sent and what has not started is cancelled; what runs finishes.
-        The caller dedupes by key.
+        `grade` dedupes by key.
         """
         from distributed import wait
 
         resources = {"GPU": 1} if self.device.type == "cuda" else None
         pending = collections.deque(todo)
         out = self._out
-        idle_since = None
+        idle_since: float | None = None
         stopped = False
         while out or (pending and not stop.is_set()):
             slots = self._slots()
@@ -191,7 +211,8 @@ class ClusterPool:
                 raise GraderError(f"the cluster at {self.spec} has had no worker for {NO_WORKERS_TIMEOUT_S:.0f} s; "
                                   "results so far are saved: run the same command again to grade the rest")
             window = max(slots, 1) if resources else 3 * max(slots, 1) + 2
-            batch, payloads = [], []
+            batch: Todo = []
+            payloads: list[dict] = []
             while pending and not stop.is_set() and len(out) + len(batch) < window:
                 key, sub = pending.popleft()
                 try:
@@ -203,7 +224,7 @@ class ClusterPool:
                 # One graph per top-up, one task group ("grade") for all: the scheduler sees a group
                 # larger than the cluster and queues it as root tasks instead of assigning it eagerly.
                 keys = [("grade", key.student_id, uuid.uuid4().hex[:8]) for key, _ in batch]
-                futures = self._client.map(grade_remote, [self.plugin_name] * len(batch), payloads, key=keys,
+                futures = self.client.map(grade_remote, [self.plugin_name] * len(batch), payloads, key=keys,
                                            pure=False, resources=resources)
                 out.update(zip(futures, batch))
             if stop.is_set() and not stopped:
@@ -218,16 +239,14 @@ class ClusterPool:
                 yield self._collect(fut, key, sub)
 
     def _cancel_unstarted(self) -> None:
-        running = {k for keys in self._client.processing().values() for k in keys}
+        running = {k for keys in self.client.processing().values() for k in keys}
         unstarted = [f for f in self._out if f.key not in running and not f.done()]
-        self._client.cancel(unstarted)
+        self.client.cancel(unstarted)
         for f in unstarted:
             del self._out[f]
 
-    def _collect(self, fut, key, sub) -> tuple:
+    def _collect(self, fut: Future, key: LedgerKey, sub: LoadedSubmission) -> Result:
         from distributed.scheduler import KilledWorker
-
-        from grader.results import report_from_dict
 
         try:
             value = fut.result()
@@ -249,19 +268,17 @@ class ClusterPool:
             return self._regrade_here(fut, key, sub, problem)
         return key, report, _seconds(value), ""
 
-    def _regrade_here(self, fut, key, sub, problem: str) -> tuple:
+    def _regrade_here(self, fut: Future, key: LedgerKey, sub: LoadedSubmission, problem: str) -> Result:
         """A worker's result that is not the job it was sent: refused, and the submission graded
         again on this machine (its own sandbox, after the same checks), reported as a notice."""
-        import time as clock
-
-        where = ", ".join(sorted(self._client.who_has(fut).get(fut.key, ()))) or "a worker"
+        where = ", ".join(sorted(self.client.who_has(fut).get(fut.key, ()))) or "a worker"
         self.notices.append(f"the result {where} returned for {key.student_id} was refused ({problem}); "
                             f"{key.student_id} was graded again on this machine")
-        t0 = clock.perf_counter()
+        t0 = time.perf_counter()
         report = self._local_engine().grade(sub, student_id=key.student_id)
-        return key, report, clock.perf_counter() - t0, ""
+        return key, report, time.perf_counter() - t0, ""
 
-    def _local_engine(self):
+    def _local_engine(self) -> Engine:
         if self._local is None:
             from grader.grading.engine import limits_for
             from grader.grading.factory import batch_engines, sandbox_for
@@ -273,12 +290,11 @@ class ClusterPool:
             except BaseException:
                 sandbox.close()
                 raise
+            self._local_sandbox = sandbox
         return self._local
 
-    def _crash_report(self, key, sub, e):
+    def _crash_report(self, key: LedgerKey, sub: LoadedSubmission, e: Exception) -> GradeReport:
         """Every case ERROR ("crash"): grading this submission killed its Dask worker every time."""
-        import torch
-
         from grader.grading.outcomes import environment_of, submission_info, unrun_report
         from grader.grading.setups import compute_setup
 
@@ -317,6 +333,6 @@ class ClusterPool:
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = ""
-        if self._local is not None:
-            self._local.sandbox.close()
-            self._local = None
+        if self._local_sandbox is not None:
+            self._local_sandbox.close()
+            self._local_sandbox = self._local = None

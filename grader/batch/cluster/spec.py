@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
 
 from grader.errors import GraderError
+
+if TYPE_CHECKING:
+    from distributed import Security
 
 INSTALL_HINT = "pip install 'attention-grader[cluster]'"
 
@@ -63,7 +69,7 @@ def parse_spec(text: str, *, tls: TLSFiles | None = None, insecure: bool = False
     return spec
 
 
-def security_for(spec: ClusterSpec):
+def security_for(spec: ClusterSpec) -> Security | None:
     """The instructor's `distributed.Security`: TLS with certificates, encryption required (None with
     --insecure-cluster). local:N makes throw-away certificates in memory (`Security.temporary`)."""
     from distributed import Security
@@ -80,18 +86,18 @@ def security_for(spec: ClusterSpec):
         return Security(tls_ca_file=spec.tls.ca_file, tls_client_cert=spec.tls.cert, tls_client_key=spec.tls.key,
                         require_encryption=True)
     sec = Security(require_encryption=True)  # from Dask's configuration
-    if not (sec.tls_ca_file and sec.tls_client_cert):
+    mine = sec.get_tls_config_for_role("client")
+    if not (mine["ca_file"] and mine["cert"]):
         raise GraderError(f"--cluster {spec.address}: no TLS certificate for this machine; pass --tls CA CERT KEY "
                           "(or set distributed.comm.tls in Dask's configuration), "
                           "see docs/cluster.md")
     return sec
 
 
-def device_for(spec: ClusterSpec, name: str):
+def device_for(spec: ClusterSpec, name: str) -> torch.device:
     """The batch's device. local:N runs here, so it resolves as a local run; a remote scheduler's
     workers are other machines: "auto" means CPU there, and "cuda" is checked against the workers."""
     from grader.device import resolve_device
-    import torch
 
     if spec.local_workers or name == "cpu":
         return resolve_device(name)

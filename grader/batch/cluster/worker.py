@@ -10,16 +10,24 @@ import shutil
 import tempfile
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from grader.batch.cluster.payload import unpack, write_tree
 
-try:
+if TYPE_CHECKING:
+    from distributed import Worker
     from distributed.diagnostics.plugin import WorkerPlugin as _PluginBase
-except ImportError:  # the plugin is only ever built where distributed is installed
-    _PluginBase = object
+
+    from grader.grading.engine import Engine
+    from grader.sandbox import Sandbox
+else:
+    try:
+        from distributed.diagnostics.plugin import WorkerPlugin as _PluginBase
+    except ImportError:  # the plugin is only ever built where distributed is installed
+        _PluginBase = object
 
 
-def worker_gpus(dask_worker) -> int:
+def worker_gpus(dask_worker: Worker) -> int:
     """GPU tasks this worker can run at once: its GPU resource, at most one per thread."""
     return int(min(dask_worker.state.total_resources.get("GPU", 0), dask_worker.state.nthreads))
 
@@ -45,12 +53,12 @@ class GraderPlugin(_PluginBase):
         """The students' feedback language the reports record (the batch's ``--lang``)."""
         self.ignore_sigint = ignore_sigint
         """local:N: Ctrl-C in the terminal reaches the worker processes too; only the instructor acts on it."""
-        self.engine = None
+        self.engine: Engine | None = None
         self.error = ""
-        self._sandbox = None
+        self._sandbox: Sandbox | None = None
         self._tmp = ""
 
-    async def setup(self, worker) -> None:
+    async def setup(self, worker: Worker) -> None:
         import asyncio
         import signal
 
@@ -74,13 +82,13 @@ class GraderPlugin(_PluginBase):
             a = load_assignment(root)
             # The same checks as a local batch, in this worker's own jail: the self-test (limits
             # included), then the trusted reference at 100 %.
-            self._sandbox = sandbox_for(limits_for(a), self.device, accept_isolation=self.accept_isolation)
-            self.engine, = batch_engines(a, self._sandbox, torch.device(self.device), 1, lang=self.lang)
+            self._sandbox = sandbox = sandbox_for(limits_for(a), self.device, accept_isolation=self.accept_isolation)
+            self.engine, = batch_engines(a, sandbox, torch.device(self.device), 1, lang=self.lang)
         except Exception as e:  # noqa: BLE001 - reported to the instructor, who refuses to start
             self.error = f"{type(e).__name__}: {e}"
             self.teardown(None)
 
-    def teardown(self, worker) -> None:
+    def teardown(self, worker: Worker | None) -> None:
         if self._sandbox is not None:
             self._sandbox.close()
             self._sandbox = None
@@ -108,9 +116,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def plugin_state(name: str, dask_worker) -> dict:
+def plugin_state(name: str, dask_worker: Worker) -> dict:
     """The isolation level of a worker's sandbox for this run, or why it could not start."""
-    plugin = dask_worker.plugins.get(name)
+    plugin = _plugin(dask_worker, name)
     if plugin is None:
         return {"error": "the grader plugin is not installed on this worker"}
     if plugin.engine is None:
@@ -127,7 +135,7 @@ def grade_remote(plugin_name: str, payload: dict) -> dict:
     from grader.results import to_dict
 
     t0 = time.perf_counter()
-    plugin = get_worker().plugins.get(plugin_name)
+    plugin = _plugin(get_worker(), plugin_name)
     engine = plugin.engine if plugin is not None else None
     if engine is None:
         why = (plugin.error if plugin is not None else "") or "no plugin"
@@ -139,3 +147,9 @@ def grade_remote(plugin_name: str, payload: dict) -> dict:
         return {"report": to_dict(report), "seconds": time.perf_counter() - t0}
     except Exception as e:  # noqa: BLE001 - a grader fault on one submission must not end the batch
         return {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+
+
+def _plugin(dask_worker: Worker, name: str) -> GraderPlugin | None:
+    """This run's plugin on `dask_worker`, if it is installed (Dask keeps every plugin by name)."""
+    plugin = dask_worker.plugins.get(name)
+    return plugin if isinstance(plugin, GraderPlugin) else None
