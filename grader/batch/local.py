@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,6 +28,9 @@ from grader.errors import GraderError
 from grader.grading.engine import Engine, limits_for
 from grader.grading.factory import EarlySandbox, batch_engines, reference_setups
 from grader.sandbox import Budget, Limits, Sandbox
+
+if TYPE_CHECKING:
+    from grader.sandbox.host.portable import PortableSandbox
 
 
 class LocalBackend:
@@ -47,7 +51,7 @@ class LocalBackend:
         self.lang = lang
         """The students' feedback language the reports record (``--lang``)."""
         self.engines: list[Engine] = []
-        self.sandbox: Sandbox | None = None
+        self.sandbox: Sandbox | PortableSandbox | None = None
         """The one sandbox every slot's engine grades on, while the slots are up."""
         self.forked = False
 
@@ -57,7 +61,7 @@ class LocalBackend:
         self.forked = n > 1 and self.device.type == "cpu" and sys.platform.startswith("linux")
         saved_threads = torch.get_num_threads()
         torch.set_num_threads(1)  # N slots on few cores: one grader thread each avoids oversubscription
-        sandbox: Sandbox | None = None
+        sandbox: Sandbox | PortableSandbox | None = None
         early: EarlySandbox | None = None
         try:
             limits = limits_for(self.assignment)
@@ -88,7 +92,7 @@ class LocalBackend:
             grade_in_threads(self.engines, todo, tally, stop, self.debug)
 
 
-def no_cgroup_warning(sandbox: Sandbox) -> str:
+def no_cgroup_warning(sandbox: Sandbox | PortableSandbox) -> str:
     """What a batch says once at start-up where no cgroup bounds the workers ("" where one does)."""
     return "" if "cgroup" in sandbox.features else f"the sandbox bounds less here than it should: {sandbox.limits_note}."
 
@@ -107,7 +111,7 @@ def batch_budget(limits: Limits, slots: int, cpus: float | None, memory_bytes: i
     return budget
 
 
-def start_sandbox(early: EarlySandbox) -> Sandbox:
+def start_sandbox(early: EarlySandbox) -> Sandbox | PortableSandbox:
     """One sandbox (one warm zygote) for every slot, once its start on `early`'s thread is done: a
     Sandbox is thread-safe and can be shared with forked slots, spawns are serialised at the
     zygote, and a second zygote would cost CPU at start-up and memory (docs/performance.md)."""

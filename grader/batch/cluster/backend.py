@@ -20,7 +20,7 @@ import torch
 
 from grader.assignment.spec import Assignment
 from grader.batch.cluster.payload import assignment_files, job_mismatch, pack
-from grader.batch.cluster.spec import ClusterSpec
+from grader.batch.cluster.spec import ClusterSpec, security_for
 from grader.batch.cluster.worker import GraderPlugin, grade_remote, plugin_state, worker_facts, worker_gpus
 from grader.batch.config import Event, EventKind, Ready, Todo
 from grader.batch.recording import Tally
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from grader.grading.engine import Engine
     from grader.sandbox import Sandbox
+    from grader.sandbox.host.portable import PortableSandbox
 
 NO_WORKERS_TIMEOUT_S = 300.0
 """How long a batch waits for the scheduler to have a worker (at the start, or after all died)."""
@@ -74,7 +75,7 @@ class ClusterBackend:
         """Futures sent and not yet collected -> (key, sub)."""
         self._local: Engine | None = None
         """The engine (on `_local_sandbox`, of this machine) that regrades a result a worker got wrong."""
-        self._local_sandbox: Sandbox | None = None
+        self._local_sandbox: Sandbox | PortableSandbox | None = None
         self.notices: list[str] = []
         """Said to the instructor as they happen: results refused and graded again here."""
 
@@ -114,8 +115,6 @@ class ClusterBackend:
     def _connect(self) -> None:
         import dask
         from distributed import Client, LocalCluster
-
-        from grader.batch.cluster.spec import security_for
 
         security = security_for(self.spec)
         if self.spec.local_workers:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from grader.grading.engine import Engine
     from grader.sandbox import Sandbox
+    from grader.sandbox.host.portable import PortableSandbox
 else:
     try:
         from distributed.diagnostics.plugin import WorkerPlugin as _PluginBase
@@ -55,7 +56,7 @@ class GraderPlugin(_PluginBase):
         """local:N: Ctrl-C in the terminal reaches the worker processes too; only the instructor acts on it."""
         self.engine: Engine | None = None
         self.error = ""
-        self._sandbox: Sandbox | None = None
+        self._sandbox: Sandbox | PortableSandbox | None = None
         self._tmp = ""
 
     async def setup(self, worker: Worker) -> None:
