@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-def _inherited(arg: str) -> int:
+def reply_pipe(arg: str) -> int:
     """The fd of the reply pipe passed as `arg` (a Windows handle made into an fd there)."""
     if sys.platform == "win32":
         import msvcrt
@@ -28,7 +28,7 @@ def _inherited(arg: str) -> int:
     return private
 
 
-def _requests() -> int:
+def request_pipe() -> int:
     """The request pipe, moved off fd 0 (which becomes the null device)."""
     fd = os.dup(0)
     null = os.open(os.devnull, os.O_RDONLY)
@@ -44,10 +44,9 @@ def _requests() -> int:
 def apply_rlimits(cfg: dict) -> list[str]:
     """CPU time, file size, core dumps, open files and (for a CPU worker) address space, where the
     OS has rlimits; returns ["rlimits"] when it does."""
-    try:
-        import resource
-    except ImportError:
-        return []
+    if sys.platform == "win32":
+        return []  # no rlimits: the time limit and the memory poll bound the worker
+    import resource
 
     def setl(which: int, value: int) -> None:
         try:
@@ -68,8 +67,8 @@ def apply_rlimits(cfg: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    replies = _inherited(argv[0])
-    requests = _requests()
+    replies = reply_pipe(argv[0])
+    requests = request_pipe()
     import torch  # before the configuration: a spare worker waits here warm
 
     # The first meta-device op imports much of torch (torch._refs, torch._dynamo): paid here, at

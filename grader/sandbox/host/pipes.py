@@ -123,7 +123,8 @@ if sys.platform == "win32":
     def _read_now(fd: int) -> bytes | None:
         """What the pipe holds now, without waiting (None: nothing; b"": end of file)."""
         try:
-            n, _ = _winapi.PeekNamedPipe(msvcrt.get_osfhandle(fd), 0)
+            # With size 0 it answers (available, left in message); either shape has "available" second to last.
+            n = _winapi.PeekNamedPipe(msvcrt.get_osfhandle(fd), 0)[-2]
         except OSError:
             return b""
         return os.read(fd, min(n, 1 << 16)) if n else None

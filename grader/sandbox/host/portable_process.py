@@ -25,6 +25,18 @@ except ImportError:  # memory is then not polled (the self-test says so and stop
 WINDOWS = sys.platform == "win32"
 
 
+if sys.platform == "win32":
+    def _kill_group(pid: int) -> None:
+        """Windows has no process groups to kill: the tree walk above killed each process it saw."""
+else:
+    def _kill_group(pid: int) -> None:
+        """The worker's session (``start_new_session``): what it started and the tree walk missed."""
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+
 class PortableProcess:
     """The OS side of one portable worker: the interpreter's Popen, its tree and scratch dir."""
 
@@ -121,11 +133,7 @@ class PortableProcess:
                 p.kill()
             except Exception:  # noqa: BLE001 - gone already, or its pid reused (psutil refuses)
                 pass
-        if not WINDOWS:
-            try:
-                os.killpg(self._popen.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, OSError):
-                pass
+        _kill_group(self._popen.pid)
         try:
             self._popen.kill()
         except OSError:
