@@ -3,18 +3,21 @@ are the real ones; the benchmarks' in-process floor and the tests bring their ow
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from grader.i18n import Msg
 from grader.sandbox import Limits
 from grader.submission.load import LoadedSubmission
 
+if TYPE_CHECKING:
+    from grader.sandbox.host.reports import LoadReport
+
 
 class GradingWorker(Protocol):
     """One worker running one submission's code."""
 
-    load: Any
-    """The sandbox's LoadReport: ok, message, failure, cell_errors."""
+    load: LoadReport
+    """What loading the submission's code gave: ok, message, failure, cell_errors."""
     reply_cap: int | None
     """The largest reply the next call may send, in bytes (None: the limits' own cap)."""
 
