@@ -286,7 +286,7 @@ def test_the_kit_page_in_chinese_fits_a_phone(browser, kit_pages, tmp_path):
     page.set_viewport_size({"width": 390, "height": 900})
     assert page.get_attribute("html", "lang") == "zh-CN"
     assert page.locator("h1").inner_text() == "一步一步看掩码：一个实验"
-    assert page.locator("section[data-explorer]").first.get_by_label("因果掩码（挡住未来的键）").is_checked()
+    assert page.locator("section[data-explorer]").first.get_by_label("因果掩码（屏蔽未来的键）").is_checked()
     assert page.evaluate(OVERFLOW) == []
     assert _axe(page, "body") == []
     page.screenshot(path=str(tmp_path / "explore_zh_390.png"), full_page=True)

@@ -155,7 +155,7 @@ def zero_fill_zh(tmp_path_factory) -> dict[str, dict]:
 def test_a_chinese_kits_notebook_text_output_is_chinese_outside_code(zero_fill_zh):
     """What print(notebook.check()) shows, and the console's text of a check cell."""
     text, stale = zero_fill_zh[""]["text/plain"], zero_fill_zh["stale"]["text/plain"]
-    assert "找到方式：这个目录里唯一的笔记本" in text
+    assert "找到方式：这个文件夹里唯一的笔记本" in text
     assert "公开用例" in text and "[attention_causal_small] — 被屏蔽的分数在 softmax 之前必须是 -inf" in text
     assert "（mask-fill-value）" in text
     assert "请先保存笔记本。你在 " in stale and "请保存（Ctrl+S）后再检查一次。" in stale

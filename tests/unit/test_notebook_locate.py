@@ -90,7 +90,7 @@ def test_the_only_notebook_in_the_folder_else_a_one_line_error(tmp_path):
     a = _nb(tmp_path / "attention.ipynb")
     found = nl.find_notebook()
     assert found.path == a and str(found.how) == "the only notebook in this folder"
-    assert found.how.render("zh-CN") == "这个目录里唯一的笔记本"
+    assert found.how.render("zh-CN") == "这个文件夹里唯一的笔记本"
     _nb(tmp_path / "scratch.ipynb")
     with pytest.raises(GraderError, match=r"could not tell which notebook this is \(notebooks in .*: attention"
                                           r"\.ipynb, scratch\.ipynb\); pass it: notebook\.check\(path="):

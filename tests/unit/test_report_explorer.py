@@ -55,7 +55,7 @@ def test_the_explorer_script_and_words_travel_only_with_an_explorer():
     words = json.loads(parse(html).find("script", id="explorer-words").text())
     assert words["causal"] == "causal mask (future keys hidden)"
     zh = render_submission(_with_explorers(), lang="zh-CN")
-    assert json.loads(parse(zh).find("script", id="explorer-words").text())["causal"] == "因果掩码（挡住未来的键）"
+    assert json.loads(parse(zh).find("script", id="explorer-words").text())["causal"] == "因果掩码（屏蔽未来的键）"
     # One executable script (the CSP hash covers it); the JSON blocks are data.
     doc = parse(html)
     assert [s for s in doc.find_all("script") if "type" not in s.attrs] == [doc.find_all("script")[-1]]
