@@ -183,10 +183,12 @@ def resolve_assignment(name: str | None, submission: Path | None = None) -> Assi
     return infer_assignment(submission)
 
 
-def prestart_sandbox(device: str, *, warm_meta: bool = False, isolation: str | None = None) -> None:
+def prestart_sandbox(device: str, *, warm_meta: bool = False, isolation: str | None = None,
+                     resident_pages: bool = True) -> None:
     """Start the sandbox's zygote now, before this process imports torch, so the two imports run
     side by side; the Sandbox made later adopts it, and when the command ends first (a usage
     error) it is stopped with the command. (The portable worker has no zygote.)"""
     from grader.grading.factory import prestart_zygote
 
-    click.get_current_context().call_on_close(prestart_zygote(device, warm_meta=warm_meta, isolation=isolation))
+    click.get_current_context().call_on_close(prestart_zygote(device, warm_meta=warm_meta, isolation=isolation,
+                                                              resident_pages=resident_pages))

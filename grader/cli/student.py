@@ -109,7 +109,7 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
     """``grader check``: its help is `CHECK_HELP` (in the catalog, so a Chinese kit shows it in Chinese)."""
     # Warm the meta device in the zygote now, beside this process's imports: the public cases try
     # device placement on meta tensors, which would otherwise cost each worker its first meta op.
-    prestart_sandbox(device, warm_meta=True, isolation=isolation)
+    prestart_sandbox(device, warm_meta=True, isolation=isolation, resident_pages=False)  # one submission (grade_one)
     from grader.assignment.kit import locate_assignment
     from grader.cli.case_progress import CaseProgress
     from grader.grading.single import all_passed, grade_one
@@ -230,7 +230,8 @@ def ci(submission: Path, assignment: str, min_score: float, junit_path: Path, su
     \b
     Exit status: 0 score >= --min-score, 1 below it, 2 usage error.
     """
-    prestart_sandbox(device, warm_meta=True, isolation=isolation)  # hidden cases run on the meta device (see `check`)
+    # Hidden cases run on the meta device (see `check`); one submission, as `check`.
+    prestart_sandbox(device, warm_meta=True, isolation=isolation, resident_pages=False)
     _readable_submission(submission)
     _writable_file(junit_path)
     if summary_path is None and os.environ.get("GITHUB_STEP_SUMMARY"):

@@ -64,25 +64,29 @@ def isolation_choice(isolation: str | None = None) -> str:
     return chosen
 
 
-def prestart_zygote(device: str, *, warm_meta: bool = False, isolation: str | None = None) -> Callable[[], None]:
+def prestart_zygote(device: str, *, warm_meta: bool = False, isolation: str | None = None,
+                    resident_pages: bool = True) -> Callable[[], None]:
     """Start the zygote now, before this process imports torch (the Sandbox built later adopts it);
     returns what stops it when no Sandbox adopted it (a command that ended on a usage error).
-    The portable worker has no zygote: nothing starts."""
+    The portable worker has no zygote: nothing starts. `resident_pages`: see `sandbox_for`."""
     if isolation_choice(isolation) == "portable":
         return lambda: None
     from grader.sandbox.host.zygote import discard, prestart
 
     mark("zygote.spawn")
-    p = prestart(device, warm_meta=warm_meta)
+    p = prestart(device, warm_meta=warm_meta, resident_pages=resident_pages)
     return lambda: discard(p)
 
 
 def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygote: bool = True,
                 accept_isolation: str | None = None, isolation: str | None = None,
-                budget: Budget | None = None) -> Sandbox | PortableSandbox:
+                budget: Budget | None = None, resident_pages: bool = True) -> Sandbox | PortableSandbox:
     """A Sandbox whose environment self-test (limits included) has passed (`EnvironmentBroken`,
     a `SandboxError`, where it did not). `isolation`: see `isolation_choice`; `budget`: what all
-    its workers may use together (where cgroups bound them; not the portable worker)."""
+    its workers may use together (where cgroups bound them; not the portable worker);
+    `resident_pages`: every page a worker may read made resident first, so that the page cache
+    carries nothing between workers (False only where one submission is graded and its author
+    runs code on this machine anyway: `grader.grading.single`)."""
     mark("sandbox.start")
     if isolation_choice(isolation) == "portable":
         from grader.sandbox.host.portable import PortableSandbox
@@ -92,7 +96,7 @@ def sandbox_for(limits: Limits, device: str, *, warm_meta: bool = True, use_zygo
         from grader.sandbox import Sandbox
 
         sandbox = Sandbox(limits, device=device, warm_meta=warm_meta, use_zygote=use_zygote,
-                          accept_isolation=accept_isolation, budget=budget)
+                          accept_isolation=accept_isolation, budget=budget, resident_pages=resident_pages)
     mark("sandbox.ready", isolation=sandbox.isolation)
     return sandbox
 
@@ -227,12 +231,14 @@ class EarlySandbox:
 
     def __init__(self, limits: dict[str, Any] | Limits, device: str, *, warm_meta: bool = False,
                  accept_isolation: str | None = None, isolation: str | None = None,
-                 budget: Budget | None = None):
+                 budget: Budget | None = None, resident_pages: bool = True):
         """`limits`: the `Limits`, or the spec's [limits] table (bad keys are reported once the
-        assignment loads); `isolation`: see `isolation_choice`; `budget`: see `sandbox_for`."""
+        assignment loads); `isolation`: see `isolation_choice`; `budget`, `resident_pages`: see
+        `sandbox_for`."""
         self.box: list[Sandbox | PortableSandbox] = []
         self.error: BaseException | None = None
         self._isolation = isolation
+        self._resident_pages = resident_pages
         self._thread = threading.Thread(target=self._run, args=(limits, device, warm_meta, accept_isolation, budget),
                                         daemon=True, name="grader-sandbox-start")
         self._thread.start()
@@ -250,7 +256,8 @@ class EarlySandbox:
                 except TypeError:
                     lim = Limits()  # the caller reports the bad key once the assignment is loaded
             self.box.append(sandbox_for(lim, device, warm_meta=warm_meta, accept_isolation=accept_isolation,
-                                        isolation=self._isolation, budget=budget))
+                                        isolation=self._isolation, budget=budget,
+                                        resident_pages=self._resident_pages))
         except BaseException as e:  # re-raised on the calling thread by get()
             self.error = e
 

@@ -40,8 +40,12 @@ def quiet_gc() -> Iterator[None]:
 
 def start_early(folder: Path, device: str, isolation: str | None = None) -> EarlySandbox:
     """The sandbox for the assignment in `folder` (its spec's [limits]), starting on a thread now."""
-    # One submission rarely needs the meta device, so the zygote should not warm it up.
-    return EarlySandbox(read_spec(folder).limits, device, warm_meta=False, isolation=isolation)
+    # One submission rarely needs the meta device, so the zygote should not warm it up. Its pages
+    # need not be made resident: the page cache is a channel between workers of different authors,
+    # and this one's author runs code of their own on this machine anyway (a kernel, a shell, the
+    # CI workflow), unjailed. The read set still applies (grader.sandbox.jail.resident).
+    return EarlySandbox(read_spec(folder).limits, device, warm_meta=False, isolation=isolation,
+                        resident_pages=False)
 
 
 def known_device(device: str) -> bool:

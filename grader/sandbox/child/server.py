@@ -20,6 +20,7 @@ import traceback
 import types
 from typing import Any
 
+from grader.sandbox.child import unreadable
 from grader.sandbox.wire import (
     Handle,
     WireError,
@@ -51,6 +52,7 @@ def serve(cfg: dict, applied: list[str], *, channel: tuple[int, int] = (CHANNEL_
 
     torch.set_num_threads(1)
     sys.path[:] = [scratch] + [p for p in cfg.get("sys_path", []) if p and os.path.isdir(p)]
+    unreadable.install()  # a package outside the read set imports as one not installed
     sys.argv = [cfg.get("main", "submission.py")]
     sys.stdin = open(os.devnull)
     for stream in (sys.stdout, sys.stderr):

@@ -1,4 +1,4 @@
-"""The warm zygote: ``python -m grader.sandbox.child.zygote CTL_FD [--warm-meta]``.
+"""The warm zygote: ``python -m grader.sandbox.child.zygote CTL_FD [--warm-meta] [--no-resident-pages]``.
 
 Started by exec (never by forking the grader) with a cleared environment. It imports torch and
 this package only, stays single-threaded and never touches CUDA; the few CPU tensor ops it runs
@@ -8,6 +8,8 @@ inherited SOCK_SEQPACKET socketpair: each "spawn" message carries four fds (stat
 stdout, stderr) and gets back the supervisor's pid. EOF on the socket (the grader closed it or
 died) kills every child and ends the zygote. A "warm_meta" message (or ``--warm-meta``, before
 the ready message) runs the first meta-device op here, once, so that workers do not each pay it.
+``--no-resident-pages``: the workers' read set without making its pages resident (one submission,
+``grader.sandbox.jail.resident``).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def _warm_ops() -> None:
     decode_frame(frame[PREFIX.size:PREFIX.size + hlen], frame[PREFIX.size + hlen:])
 
 
-def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) -> None:
+def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = (), pages: bool = True) -> None:
     # No cyclic collection while importing torch (and torch._dynamo for the meta warm-up): the
     # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
     # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
@@ -100,7 +102,7 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
     if sys.platform.startswith("linux"):
         enter.prctl(enter.PR_SET_CHILD_SUBREAPER, 1)
     warmed = time.time()
-    page_cache = _make_reads_resident(libraries)
+    page_cache = _make_reads_resident(libraries, pages)
     # Everything imported so far lives as long as the zygote and its forks: move it out of the
     # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
     # objects again (and copies their pages on write). No collection first: the imports left little
@@ -173,7 +175,7 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
                 ctl.send(json.dumps({"pid": pid}).encode())
             elif req.get("op") == "warm_meta" and not fds:
                 _warm_meta()
-                ctl.send(json.dumps({"ok": True, "resident": _make_reads_resident(libraries)}).encode())
+                ctl.send(json.dumps({"ok": True, "resident": _make_reads_resident(libraries, pages)}).encode())
             else:
                 for fd in fds:
                     os.close(fd)
@@ -184,9 +186,9 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = ()) 
     os._exit(0)
 
 
-def _make_reads_resident(libraries: tuple[str, ...]) -> dict:
-    """Every page a worker may read, resident, and the Landlock layer that keeps its reads to them
-    (``grader.sandbox.jail.resident``), `libraries` whole (folders on the workers' sys.path only); run
+def _make_reads_resident(libraries: tuple[str, ...], pages: bool = True) -> dict:
+    """Every page a worker may read, resident (unless not `pages`), and the Landlock layer that keeps
+    its reads to them (``grader.sandbox.jail.resident``), `libraries` whole (folders on the workers' sys.path only); run
     again after imports that add files. Its summary, or the error that leaves workers without it."""
     import glob
 
@@ -196,7 +198,8 @@ def _make_reads_resident(libraries: tuple[str, ...]) -> dict:
     devices = (*paths.BASIC_DEVICES, *glob.glob("/dev/nvidia*"))  # a worker's own layer narrows them
     try:
         return resident.prepare(hidden=(os.path.dirname(os.path.realpath(grader.__file__)),),
-                                open_below=("/sys", os.getcwd()), devices=devices, libraries=libraries)
+                                open_below=("/sys", os.getcwd()), devices=devices, libraries=libraries,
+                                pages=pages)
     except OSError as e:
         return {"error": f"{type(e).__name__}: {e}"}
 
@@ -268,5 +271,5 @@ def _kill_all(mine: set[int]) -> None:
 
 if __name__ == "__main__":
     args = sys.argv[2:]
-    main(int(sys.argv[1]), warm_meta="--warm-meta" in args,
+    main(int(sys.argv[1]), warm_meta="--warm-meta" in args, pages="--no-resident-pages" not in args,
          libraries=tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--library"))

@@ -59,7 +59,8 @@ class Sandbox:
 
     def __init__(self, limits: Limits = Limits(), *, device: str = "cpu", use_zygote: bool = True,
                  isolation: str = "auto", warm_meta: bool = True, prestarted: zygote.Prestart | None = None,
-                 self_test: bool = True, accept_isolation: str | None = None, budget: Budget | None = None):
+                 self_test: bool = True, accept_isolation: str | None = None, budget: Budget | None = None,
+                 resident_pages: bool = True):
         """isolation: "auto" (strongest available) or "process" (rlimits, RSS polling, killpg only).
 
         warm_meta: have the zygote run its first meta-device op before any worker starts (paid
@@ -77,6 +78,8 @@ class Sandbox:
         accept_isolation: the weaker level (its name) an instructor accepts where the self-test
         proves less than the level claims; it is then the level every result records.
         budget: what all of this sandbox's workers may use at once (one cgroup over them all).
+        resident_pages: the zygote makes every page its workers may read resident (False: one
+        submission whose author runs code here anyway; the read set applies: jail/resident.py).
         """
         if isolation not in ("auto", "process"):
             raise ValueError(f"isolation must be 'auto' or 'process', not {isolation!r}")
@@ -94,10 +97,11 @@ class Sandbox:
         forking = use_zygote and LINUX
         pre = prestarted
         if pre is None and forking:
-            pre = zygote.take(device)
-        elif pre is not None and not (forking and pre.env == zygote.child_env(device) and zygote.claim(pre)):
+            pre = zygote.take(device, resident_pages)
+        elif pre is not None and not (forking and pre.env == zygote.child_env(device)
+                                      and (pre.zygote.resident_pages or not resident_pages) and zygote.claim(pre)):
             raise ValueError("this prestarted zygote cannot be used here (another device, no zygote, "
-                             "or another Sandbox adopted it)")
+                             "no resident pages, or another Sandbox adopted it)")
         probe: subprocess.Popen | None  # the jail probe, where there is one (Linux)
         if pre is not None:
             self._root, self._env, probe = pre.root, pre.env, pre.probe
@@ -109,7 +113,8 @@ class Sandbox:
             probe = zygote.start_probe(self._env, self._root) if LINUX else None
             if forking:
                 try:
-                    self._zygote = zygote.Zygote(self._env, self._root, warm_meta=warm_meta)
+                    self._zygote = zygote.Zygote(self._env, self._root, warm_meta=warm_meta,
+                                                 resident_pages=resident_pages)
                 except BaseException:
                     if probe is not None:
                         probe.kill()
@@ -177,11 +182,6 @@ class Sandbox:
                     raise SandboxError("the sandbox is closed")
                 self._zygote.warm_meta(self.limits.start_timeout_s)
 
-    def _stop_zygote(self) -> None:
-        if self._zygote is not None:
-            self._zygote.stop()
-            self._zygote = None
-
     @property
     def uses_zygote(self) -> bool:
         return self._zygote is not None
@@ -193,7 +193,7 @@ class Sandbox:
 
     @property
     def page_cache(self) -> dict:
-        """What the zygote made resident, all its workers may read (empty: not kept to it)."""
+        """The read set all its workers may read, and whether its pages were made resident (empty: not kept to it)."""
         return dict(self._zygote.resident) if self._zygote is not None and self._plan.resident else {}
 
     @property
@@ -329,7 +329,9 @@ class Sandbox:
             return
         if batch := getattr(self, "_batch", None):
             cgroups.remove_batch(batch)
-        self._stop_zygote()
+        if self._zygote is not None:
+            self._zygote.stop()
+            self._zygote = None
         shutil.rmtree(self._root, ignore_errors=True)
         _LIVE.discard(self)
 
@@ -340,10 +342,8 @@ class Sandbox:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 def open_sandboxes() -> list[Sandbox]:

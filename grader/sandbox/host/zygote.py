@@ -115,12 +115,14 @@ class Zygote:
     Not thread-safe by itself: the Sandbox serialises requests under its lock.
     """
 
-    def __init__(self, env: dict[str, str], root: str, *, warm_meta: bool):
+    def __init__(self, env: dict[str, str], root: str, *, warm_meta: bool, resident_pages: bool = True):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         debug = os.environ.get("GRADER_SANDBOX_DEBUG")
         argv = [sys.executable, "-m", "grader.sandbox.child.zygote", str(child.fileno())]
         if warm_meta:
             argv.append("--warm-meta")
+        if not resident_pages:
+            argv.append("--no-resident-pages")
         for folder in added_libraries():
             argv += ["--library", folder]
         try:
@@ -136,6 +138,8 @@ class Zygote:
         self.sock: socket.socket | None = parent
         self.pid = self.proc.pid
         self.meta_warm = warm_meta
+        self.resident_pages = resident_pages
+        """The zygote makes every page its workers may read resident (False: the read set only)."""
         self.ready = False
         self.times: dict[str, float] = {}
         """When the zygote started, had imported torch and had warmed up (its ready message)."""
@@ -228,7 +232,7 @@ class Zygote:
 class Prestart:
     """A zygote (and the jail probe) started early; adopted by the next matching ``Sandbox``."""
 
-    def __init__(self, device: str, *, warm_meta: bool = False):
+    def __init__(self, device: str, *, warm_meta: bool = False, resident_pages: bool = True):
         self.device = device
         # The zygote never touches a device: only its environment depends on the device (CUDA's
         # CUDA_VISIBLE_DEVICES, when set). "auto" guesses CUDA when that variable is set.
@@ -237,7 +241,7 @@ class Prestart:
         self.root = make_root()
         self.probe = start_probe(self.env, self.root)
         try:
-            self.zygote = Zygote(self.env, self.root, warm_meta=warm_meta)
+            self.zygote = Zygote(self.env, self.root, warm_meta=warm_meta, resident_pages=resident_pages)
         except BaseException:
             self.probe.kill()
             self.probe.wait()
@@ -261,20 +265,21 @@ _LOCK = threading.Lock()
 _PENDING: list[Prestart] = []
 
 
-def prestart(device: str = "cpu", *, warm_meta: bool = False) -> Prestart | None:
+def prestart(device: str = "cpu", *, warm_meta: bool = False, resident_pages: bool = True) -> Prestart | None:
     """Start the zygote (and the jail probe) now, in the background; returns in a few ms.
 
     Call it first thing, before anything imports torch. ``device``: the device the Sandbox will
     be made for ("cpu", "cuda", "cuda:1", or "auto" when it is not known yet: a Sandbox whose
     zygote would have the same environment adopts it). ``warm_meta``: also run the zygote's meta-device
-    warm-up; a Sandbox that asks for it later gets it either way. Returns None where there
+    warm-up; a Sandbox that asks for it later gets it either way. ``resident_pages``: as the
+    Sandbox's (only a Sandbox that does without them adopts a zygote started without). Returns None where there
     is no zygote (not Linux) or it cannot be started (the Sandbox then starts its own and reports
     any error).
     """
     if not LINUX:
         return None
     try:
-        p = Prestart(device, warm_meta=warm_meta)
+        p = Prestart(device, warm_meta=warm_meta, resident_pages=resident_pages)
     except Exception:  # noqa: BLE001 - the Sandbox will try again and report
         return None
     with _LOCK:
@@ -282,13 +287,13 @@ def prestart(device: str = "cpu", *, warm_meta: bool = False) -> Prestart | None
     return p
 
 
-def take(device: str) -> Prestart | None:
+def take(device: str, resident_pages: bool = True) -> Prestart | None:
     """A pending prestart whose zygote is the one a Sandbox for `device` would start (the same
-    environment), now owned by the caller."""
+    environment, its pages made resident where `resident_pages` asks), now owned by the caller."""
     env = child_env(device)
     with _LOCK:
         for p in _PENDING:
-            if p.env == env and p.zygote.proc.poll() is None:
+            if p.env == env and p.zygote.proc.poll() is None and (p.zygote.resident_pages or not resident_pages):
                 _PENDING.remove(p)
                 p.adopted = True
                 return p

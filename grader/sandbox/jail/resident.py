@@ -7,8 +7,9 @@ against 2.1 us cached). The seccomp filter denies the oracles and the evictions;
 the remaining move, reading a page, change nothing, in the zygote, before its first fork:
 
 - `ReadSet.of_this_process`: what a worker may open, decided from what the zygote imported: the
-  compiled modules (and extension modules) of every package it imported from, all of them, so
-  that a module imported later (by the student, or lazily by torch) still imports; the standard
+  compiled modules (and extension modules) it imported; all of torch's and of the distributions
+  torch requires (`requires`), so that a module imported later (by the student, or lazily by
+  torch: sympy for the meta device) still imports, warm-up or not; the standard
   library's (without its test suite, IDLE, tkinter and the like); the data files the zygote opened
   while importing (an audit hook, `record_opens`, saw them); those packages' folders, for listing.
   And what a worker can read without opening anything: every file mapped into the zygote (torch's
@@ -20,10 +21,12 @@ the remaining move, reading a page, change nothing, in the zygote, before its fi
   itself with it (`restrict`) beside its own Landlock layer, one system call per worker. It
   handles execution too and allows it nowhere: a program a worker ran would be read from disk.
 
+`prepare(pages=False)` builds the read set and its layer without the residency: for a sandbox that
+grades one submission whose author runs code of their own on this machine anyway (``grader check``,
+``grader ci``, the notebook), where the page cache carries nothing the author could not send unjailed.
+
 What stays open (README, "What timing still leaks"): the host evicting pages under memory
-pressure (the next read of such a page is slow once, whoever makes it), and the metadata caches:
-Landlock does not govern looking a path up, so the first ``stat`` of a never-looked-up path is
-slower than the next.
+pressure, and the metadata caches (a first ``stat`` of a path is slower than the next).
 
 Standard library only: imported by the zygote and, as a neighbour of ``jail.py``, by the worker.
 """
@@ -41,9 +44,10 @@ import time
 from dataclasses import dataclass, field
 
 try:
-    from grader.sandbox.jail import landlock
+    from grader.sandbox.jail import landlock, requires
 except ImportError:  # beside jail.py, run as a script
     import landlock  # type: ignore[no-redef,import-not-found]
+    import requires  # type: ignore[no-redef,import-not-found]
 
 PAGE = mmap.PAGESIZE
 STDLIB_LEFT_OUT = ("site-packages", "dist-packages", "test", "idlelib", "tkinter", "turtledemo",
@@ -53,8 +57,11 @@ VIRTUAL = ("/proc", "/sys", "/dev")
 """File systems without pages on a disk: never in the read set (`build_layer` says what of them a
 worker reads)."""
 WHOLE = ("torch",)
-"""Packages whose every compiled module a worker may import, not only those the zygote imported:
-torch imports many of its own modules lazily, on first use."""
+"""Packages whose sources a worker may read too: torch imports many of its modules lazily, on first
+use, and reads some of their sources then (its config modules, through inspect). Every compiled
+module of a package the zygote imported from may be imported (numpy's too), and of those of the
+distributions torch requires (`requires.required_packages`: sympy, which the meta device's first
+op imports, mpmath, networkx, ...), imported by the zygote or not."""
 PYC = f".{sys.implementation.cache_tag}.pyc"
 NO_MODULES = ("include", "share", "bin", "lib", "test", "tests")
 """Folders of a package not searched for modules: C headers, build files, libraries (mapped, not
@@ -113,13 +120,18 @@ class ReadSet:
             cached = getattr(module, "__cached__", None)
             out._add(cached if isinstance(cached, str) and os.path.isfile(cached) else source)
             top = _top_folder(source, entries, stdlib)
-            if top and os.path.basename(top) in WHOLE:
+            if top and os.path.isdir(top):
                 whole.add(top)
+        for top in requires.required_packages(WHOLE):
+            if os.path.isdir(top):
+                whole.add(top)
+            else:
+                out._add(top)  # a one-file module's compiled file
         for name in _names(stdlib):
             if name not in STDLIB_LEFT_OUT and not name.startswith("config-"):
                 whole.add(os.path.join(stdlib, name))
         for top in sorted(whole):
-            out._add_tree(top)
+            out._add_tree(top, sources=os.path.basename(top) in WHOLE)
         for top in libraries:
             out._add_tree(top, every_file=True)
         for p in list(_opened):
@@ -138,9 +150,10 @@ class ReadSet:
             if stat.S_ISREG(st.st_mode):
                 self.files[path] = st.st_size
 
-    def _add_tree(self, top: str, *, every_file: bool = False) -> None:
-        """Every compiled and extension module (`every_file`: every file) below the folder `top`,
-        which becomes listable (a one-file module: its compiled file, added with the imported ones)."""
+    def _add_tree(self, top: str, *, every_file: bool = False, sources: bool = False) -> None:
+        """Every compiled and extension module (`sources`: and source; `every_file`: every file) below
+        the folder `top`, which becomes listable (a one-file module: its compiled file, added with
+        the imported ones)."""
         if not os.path.isdir(top):
             return
         if os.path.basename(top) != "__pycache__":
@@ -157,7 +170,8 @@ class ReadSet:
                 if e.is_dir(follow_symlinks=False):
                     if e.name not in NO_MODULES:
                         todo.append(e.path)
-                elif every_file or e.name.endswith(PYC) or e.name.endswith(EXTENSIONS):
+                elif (every_file or e.name.endswith(PYC) or e.name.endswith(EXTENSIONS)
+                      or (sources and e.name.endswith(".py"))):
                     self.files.setdefault(e.path, -1)  # its size: read when it is made resident
                     kept += 1
             if kept and kept == len(entries) and os.path.basename(folder) == "__pycache__":
@@ -199,13 +213,6 @@ def _names(folder: str) -> list[str]:
         return os.listdir(folder)
     except OSError:
         return []
-
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
 
 
 def _mapped_ranges() -> dict[str, list[tuple[int, int]]]:
@@ -375,16 +382,18 @@ def drop() -> None:
 
 
 def prepare(hidden: tuple[str, ...], open_below: tuple[str, ...], devices: tuple[str, ...] = (),
-            libraries: tuple[str, ...] = ()) -> dict:
-    """In the zygote, after its imports: the read set made resident and its layer built (any
-    previous one replaced). Returns the summary the zygote reports (files, MB, seconds)."""
+            libraries: tuple[str, ...] = (), *, pages: bool = True) -> dict:
+    """In the zygote, after its imports: the read set, its pages made resident (not without
+    `pages`), and its layer built (any previous one replaced). Returns the summary the zygote
+    reports (files, bytes, the bytes read, whether pages were made resident, seconds)."""
     global LAYER_FD
     t0 = time.perf_counter()
     rs = ReadSet.of_this_process(hidden, libraries)
-    res = make_resident(rs)
+    res = make_resident(rs) if pages else None
     fd = build_layer(rs, open_below, devices)
     if LAYER_FD is not None:
         os.close(LAYER_FD)
     LAYER_FD = fd
-    return {"files": res.files, "bytes": res.nbytes, "read_bytes": res.read_bytes,
+    return {"files": len(rs.files.keys() | rs.mapped.keys()), "bytes": res.nbytes if res else rs.nbytes,
+            "read_bytes": res.read_bytes if res else 0, "pages": pages,
             "seconds": round(time.perf_counter() - t0, 3)}

@@ -1,0 +1,77 @@
+"""The installed packages a distribution requires, all the way down, found from their metadata.
+
+torch imports several of the distributions it requires lazily, on first use of a feature: the
+meta device's first op imports ``torch._dynamo``, which imports sympy (and sympy mpmath). A worker
+may read those packages whole (``grader.sandbox.jail.resident``), whether or not its zygote
+imported them, so that what a worker can import does not depend on the zygote's warm-up. Found
+from the installed distributions' metadata (``importlib.metadata``), never from a list of names or
+paths: requirements of an extra (``; extra == ...``) are left out, and so are distributions that
+are not installed.
+
+Standard library only: imported by the zygote (with ``resident.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import re
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_EXTRA = re.compile(r"\bextra\s*==")
+
+
+def required_closure(names: tuple[str, ...]) -> list[importlib.metadata.Distribution]:
+    """The installed distributions `names` require, and those they require, and so on (not `names`)."""
+    seen: set[str] = set()
+    found: list[importlib.metadata.Distribution] = []
+    todo = [_normal(n) for n in names]
+    first = set(todo)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = importlib.metadata.distribution(name)
+        except (importlib.metadata.PackageNotFoundError, ValueError):
+            continue
+        if name not in first:
+            found.append(dist)
+        for req in dist.requires or ():
+            requirement, _, marker = req.partition(";")
+            m = _NAME.match(requirement.strip())
+            if m and not _EXTRA.search(marker):
+                todo.append(_normal(m.group()))
+    return found
+
+
+def top_level(dist: importlib.metadata.Distribution) -> list[str]:
+    """The top-level package folders and one-file modules (their compiled files) `dist` installs."""
+    names = (dist.read_text("top_level.txt") or "").split()
+    if not names:
+        names = sorted({f.parts[0] for f in dist.files or () if len(f.parts) > 0
+                        and not f.parts[0].endswith((".dist-info", ".egg-info", ".pth", ".data"))
+                        and f.parts[0] not in ("..", "__pycache__", "bin")})
+    out = []
+    for name in names:
+        path = os.path.realpath(str(dist.locate_file(name)))
+        if os.path.isdir(path):
+            out.append(path)
+        elif name.endswith(".py") or os.path.isfile(path + ".py"):
+            source = path if name.endswith(".py") else path + ".py"
+            out.append(importlib.util.cache_from_source(source))
+    return out
+
+
+def required_packages(names: tuple[str, ...]) -> list[str]:
+    """`top_level` of every distribution in `required_closure(names)`, existing ones only."""
+    out: list[str] = []
+    for dist in required_closure(names):
+        out += [p for p in top_level(dist) if os.path.exists(p)]
+    return sorted(set(out))
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
