@@ -2,6 +2,7 @@
 without the meta warm-up, one Sandbox shared by grading threads, workers retired to a reaper
 thread, one round trip for all entry points, and the cheap per-call re-seeding."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -120,7 +121,8 @@ def test_a_prestart_nobody_adopts_is_stopped_at_exit(tmp_path):
 
 
 def test_without_meta_warm_up_meta_still_works(sub):
-    with Sandbox(LIMITS, warm_meta=False) as sb:
+    # The worker's first meta op imports torch._dynamo and sympy itself (~2 s quiet, more under load).
+    with Sandbox(dataclasses.replace(LIMITS, call_timeout_s=60, submission_timeout_s=120), warm_meta=False) as sb:
         assert sb.meta_warm is False
         with sb.open(sub) as w:
             m = w.call("mask", 4, device="meta")

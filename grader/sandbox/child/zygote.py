@@ -21,6 +21,7 @@ import select
 import signal
 import socket
 import sys
+from typing import Any
 
 
 def _warm_meta() -> None:
@@ -75,9 +76,12 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = (), 
     import time
 
     started = time.time()
-    from grader.sandbox.jail import resident
+    from grader.sandbox.jail import prefetch, resident
 
     resident.record_opens()
+    # The fixed part of the workers' read set, prepared by a helper beside the imports (forked
+    # now, while this process has one thread).
+    early = prefetch.start(_hidden(), libraries, pages, close=(ctl_fd,))
     import torch
 
     imported = time.time()
@@ -102,7 +106,7 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = (), 
     if sys.platform.startswith("linux"):
         enter.prctl(enter.PR_SET_CHILD_SUBREAPER, 1)
     warmed = time.time()
-    page_cache = _make_reads_resident(libraries, pages)
+    page_cache = _make_reads_resident(libraries, pages, early)
     # Everything imported so far lives as long as the zygote and its forks: move it out of the
     # cyclic collector's reach, so that no worker's (or the zygote's) full collection walks torch's
     # objects again (and copies their pages on write). No collection first: the imports left little
@@ -186,20 +190,27 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = (), 
     os._exit(0)
 
 
-def _make_reads_resident(libraries: tuple[str, ...], pages: bool = True) -> dict:
+def _hidden() -> tuple[str, ...]:
+    """What no worker may read: the grader's own package."""
+    import grader
+
+    return (os.path.dirname(os.path.realpath(grader.__file__)),)
+
+
+def _make_reads_resident(libraries: tuple[str, ...], pages: bool = True, early: Any = None) -> dict:
     """Every page a worker may read, resident (unless not `pages`), and the Landlock layer that keeps
     its reads to them (``grader.sandbox.jail.resident``), `libraries` whole (folders on the workers' sys.path only); run
-    again after imports that add files. Its summary, or the error that leaves workers without it."""
+    again after imports that add files. `early`: the helper's ``prefetch.Prefetch`` (its part is
+    taken once it is done). Its summary, or the error that leaves workers without it."""
     import glob
 
-    import grader
     from grader.sandbox.jail import paths, resident
 
     devices = (*paths.BASIC_DEVICES, *glob.glob("/dev/nvidia*"))  # a worker's own layer narrows them
     try:
-        return resident.prepare(hidden=(os.path.dirname(os.path.realpath(grader.__file__)),),
-                                open_below=("/sys", os.getcwd()), devices=devices, libraries=libraries,
-                                pages=pages)
+        return resident.prepare(hidden=_hidden(), open_below=("/sys", os.getcwd()), devices=devices,
+                                libraries=libraries, pages=pages,
+                                prefetched=early.collect() if early is not None else None)
     except OSError as e:
         return {"error": f"{type(e).__name__}: {e}"}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 
 SYS_landlock_create_ruleset = 444  # the same number on every architecture
 SYS_landlock_add_rule = 445
@@ -91,23 +92,29 @@ def ruleset(rules: list[tuple[str, int]], handled: int, *, net: int = 0, scoped:
     rfd = _check(_syscall(SYS_landlock_create_ruleset, ctypes.byref(attr), ctypes.c_size_t(size),
                           ctypes.c_uint32(0)), "landlock_create_ruleset")
     try:
-        for path, access in rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                if not os.path.isdir(path):
-                    access &= FILE_ACCESS
-                rule = _PathBeneath(access & handled, fd)
-                _check(_syscall(SYS_landlock_add_rule, rfd, ctypes.c_int(1), ctypes.byref(rule),
-                                ctypes.c_uint32(0)), f"landlock_add_rule {path}")
-            finally:
-                os.close(fd)
+        add_rules(rfd, rules, handled)
     except BaseException:
         os.close(rfd)
         raise
     return rfd
+
+
+def add_rules(rfd: int, rules: list[tuple[str, int]], handled: int) -> None:
+    """Allow each (path, rights) of `rules` in the ruleset `rfd` (handling `handled`); paths that do
+    not exist are skipped. Any process holding the fd may add to it (``prefetch.py``: a helper)."""
+    for path, access in rules:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                access &= FILE_ACCESS
+            rule = _PathBeneath(access & handled, fd)
+            _check(_syscall(SYS_landlock_add_rule, rfd, ctypes.c_int(1), ctypes.byref(rule),
+                            ctypes.c_uint32(0)), f"landlock_add_rule {path}")
+        finally:
+            os.close(fd)
 
 
 def restrict_with(rfd: int) -> None:

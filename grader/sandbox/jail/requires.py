@@ -8,15 +8,18 @@ from the installed distributions' metadata (``importlib.metadata``), never from 
 paths: requirements of an extra (``; extra == ...``) are left out, and so are distributions that
 are not installed.
 
-Standard library only: imported by the zygote (with ``resident.py``).
+Standard library only: imported with ``resident.py`` (``importlib.metadata`` only when used).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import importlib.metadata
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _EXTRA = re.compile(r"\bextra\s*==")
@@ -24,6 +27,8 @@ _EXTRA = re.compile(r"\bextra\s*==")
 
 def required_closure(names: tuple[str, ...]) -> list[importlib.metadata.Distribution]:
     """The installed distributions `names` require, and those they require, and so on (not `names`)."""
+    import importlib.metadata  # here: the jail probe imports this module's neighbours, not this
+
     seen: set[str] = set()
     found: list[importlib.metadata.Distribution] = []
     todo = [_normal(n) for n in names]

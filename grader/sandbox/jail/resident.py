@@ -14,8 +14,10 @@ the remaining move, reading a page, change nothing, in the zygote, before its fi
   while importing (an audit hook, `record_opens`, saw them); those packages' folders, for listing.
   And what a worker can read without opening anything: every file mapped into the zygote (torch's
   libraries, the interpreter), range by range.
-- `make_resident`: every page of those files and ranges is read once (``mincore`` says which are
-  missing) and every folder listed, so that a worker's read finds each page cached already.
+- `pagein.make_resident`: every page of those files and ranges is read once (``mincore`` says
+  which are missing), so that a worker's read finds each page cached already. Most of the set
+  (`ReadSet.fixed`) is known before any import: a helper process scans it, reads its pages and
+  makes its rules while the zygote imports torch (``prefetch.py``).
 - `build_layer`: a Landlock ruleset allowing reads of exactly those files (and of /proc, /sys,
   /dev and the scratch root, which have no pages on a disk), made once here; each worker restricts
   itself with it (`restrict`) beside its own Landlock layer, one system call per worker. It
@@ -33,23 +35,21 @@ Standard library only: imported by the zygote and, as a neighbour of ``jail.py``
 
 from __future__ import annotations
 
-import ctypes
 import importlib.machinery
-import mmap
+import importlib.util
 import os
-import re
 import stat
 import sys
 import time
 from dataclasses import dataclass, field
 
 try:
-    from grader.sandbox.jail import landlock, requires
+    from grader.sandbox.jail import landlock, pagein, requires
 except ImportError:  # beside jail.py, run as a script
     import landlock  # type: ignore[no-redef,import-not-found]
+    import pagein  # type: ignore[no-redef,import-not-found]
     import requires  # type: ignore[no-redef,import-not-found]
 
-PAGE = mmap.PAGESIZE
 STDLIB_LEFT_OUT = ("site-packages", "dist-packages", "test", "idlelib", "tkinter", "turtledemo",
                    "ensurepip", "lib2to3", "__phello__")
 """Parts of the standard library no graded code imports (its test suite alone is 120 MB)."""
@@ -102,14 +102,46 @@ class ReadSet:
     mapped: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     """File -> (offset, length) of each range mapped into this process."""
     read_already: set[str] = field(default_factory=set)
-    """Files of `files` this process read whole a moment ago (its imports): resident already."""
+    """Files of `files` this process read whole a moment ago (its imports), or the helper read
+    (``prefetch.py``): resident already."""
+    trees: set[str] = field(default_factory=set)
+    """Folders scanned whole already (`fixed`): not scanned again."""
 
     @classmethod
-    def of_this_process(cls, hidden: tuple[str, ...] = (), libraries: tuple[str, ...] = ()) -> ReadSet:
+    def fixed(cls, hidden: tuple[str, ...] = (), libraries: tuple[str, ...] = ()) -> ReadSet:
+        """The part known before this process imports anything: the standard library, the `WHOLE`
+        packages and those of the distributions they require (found, not imported), and every
+        file of `libraries`; nothing at or below `hidden`."""
+        out = cls()
+        for top in sorted(_fixed_tops()):
+            if os.path.isdir(top):
+                out._add_tree(top, sources=os.path.basename(top) in WHOLE)
+                out.trees.add(top)
+            else:
+                out._add(top)  # a one-file module's compiled file
+        for top in libraries:
+            out._add_tree(top, every_file=True)
+            out.trees.add(top)
+        out._leave_out(hidden + VIRTUAL)
+        return out
+
+    def to_json(self) -> dict:
+        return {"files": self.files, "folders": sorted(self.folders), "file_folders": sorted(self.file_folders),
+                "trees": sorted(self.trees)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ReadSet:
+        return cls(files={str(k): int(v) for k, v in d["files"].items()}, folders=set(d["folders"]),
+                   file_folders=set(d["file_folders"]), trees=set(d["trees"]))
+
+    @classmethod
+    def of_this_process(cls, hidden: tuple[str, ...] = (), libraries: tuple[str, ...] = (),
+                        base: ReadSet | None = None) -> ReadSet:
         """From what this process imported, opened and mapped, and every file of `libraries`
         (folders on the workers' sys.path that this process does not import from); nothing at or
-        below `hidden`."""
-        out = cls()
+        below `hidden`. `base`: `fixed` made already (by the helper), only added to."""
+        out = cls() if base is None else cls(dict(base.files), set(base.folders), set(base.file_folders),
+                                             read_already=set(base.read_already), trees=set(base.trees))
         stdlib = os.path.dirname(os.path.realpath(os.__file__))
         entries = sorted({os.path.realpath(p) for p in sys.path if p and os.path.isabs(p)}, key=len, reverse=True)
         whole: set[str] = set()
@@ -122,21 +154,17 @@ class ReadSet:
             top = _top_folder(source, entries, stdlib)
             if top and os.path.isdir(top):
                 whole.add(top)
-        for top in requires.required_packages(WHOLE):
-            if os.path.isdir(top):
-                whole.add(top)
-            else:
-                out._add(top)  # a one-file module's compiled file
-        for name in _names(stdlib):
-            if name not in STDLIB_LEFT_OUT and not name.startswith("config-"):
-                whole.add(os.path.join(stdlib, name))
-        for top in sorted(whole):
+        if base is None:
+            fixed = cls.fixed(hidden, libraries)
+            whole -= fixed.trees
+            out.files.update(fixed.files)
+            out.folders |= fixed.folders
+            out.file_folders |= fixed.file_folders
+        for top in sorted(whole - out.trees):
             out._add_tree(top, sources=os.path.basename(top) in WHOLE)
-        for top in libraries:
-            out._add_tree(top, every_file=True)
         for p in list(_opened):
             out._add(p)
-        out.read_already = {p for p in _opened if p.endswith(PYC)} & out.files.keys()
+        out.read_already |= {p for p in _opened if p.endswith(PYC)} & out.files.keys()
         out.mapped = _mapped_ranges()
         out._leave_out(hidden + VIRTUAL)
         return out
@@ -178,8 +206,10 @@ class ReadSet:
                 self.file_folders.add(folder)
 
     def _leave_out(self, hidden: tuple[str, ...]) -> None:
+        exact, below = set(hidden), tuple(h.rstrip("/") + "/" for h in hidden)
+
         def inside(p: str) -> bool:
-            return any(p == h or p.startswith(h.rstrip("/") + "/") for h in hidden)
+            return p in exact or p.startswith(below)
 
         self.files = {p: n for p, n in self.files.items() if not inside(p)}
         self.folders = {p for p in self.folders if not inside(p)}
@@ -208,11 +238,20 @@ def _top_folder(path: str, entries: list[str], stdlib: str) -> str | None:
     return None
 
 
-def _names(folder: str) -> list[str]:
+def _fixed_tops() -> set[str]:
+    """The standard library's folders, the `WHOLE` packages' and those of the distributions they
+    require (one-file modules: their compiled files), found without importing any of them."""
+    stdlib = os.path.dirname(os.path.realpath(os.__file__))
     try:
-        return os.listdir(folder)
+        names = os.listdir(stdlib)
     except OSError:
-        return []
+        names = []
+    tops = {os.path.join(stdlib, n) for n in names if n not in STDLIB_LEFT_OUT and not n.startswith("config-")}
+    for name in WHOLE:
+        spec = importlib.util.find_spec(name)  # a top-level package: found, not imported
+        if spec is not None and spec.submodule_search_locations:
+            tops.add(os.path.realpath(list(spec.submodule_search_locations)[0]))
+    return tops | set(requires.required_packages(WHOLE))
 
 
 def _mapped_ranges() -> dict[str, list[tuple[int, int]]]:
@@ -228,135 +267,37 @@ def _mapped_ranges() -> dict[str, list[tuple[int, int]]]:
     return {p: r for p, r in out.items() if os.path.isfile(p)}
 
 
-# --- making it resident ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Residency:
-    """What `make_resident` did."""
-
-    files: int
-    nbytes: int
-    """Bytes of file data now resident (the set's size)."""
-    read_bytes: int
-    """Of those, bytes that were not resident and were read now."""
-    seconds: float
-
-
-_libc = None
-
-
-def _c():
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.mmap.restype = ctypes.c_void_p
-        _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                               ctypes.c_long]
-        _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    return _libc
-
-
-_MISSING = bytes(0 if b & 1 else 1 for b in range(256))
-"""mincore's byte per page -> 1 where the page is not resident (bit 0 clear)."""
-
-
-_VEC = ctypes.create_string_buffer(1 << 16)
-
-
-def missing_pages(fd: int, offset: int, length: int) -> list[tuple[int, int]]:
-    """(first page, pages) of each run of pages of the file range that are not in the page cache."""
-    global _VEC
-    if length <= 0:
-        return []
-    libc = _c()
-    addr = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, offset)
-    if addr in (None, ctypes.c_void_p(-1).value):
-        raise OSError(ctypes.get_errno(), "mmap")
-    try:
-        n = (length + PAGE - 1) // PAGE
-        if n > len(_VEC):
-            _VEC = ctypes.create_string_buffer(n)
-        if libc.mincore(ctypes.c_void_p(addr), length, _VEC) != 0:
-            raise OSError(ctypes.get_errno(), "mincore")
-        flags = ctypes.string_at(_VEC, n).translate(_MISSING)
-    finally:
-        libc.munmap(ctypes.c_void_p(addr), length)
-    return [(m.start(), m.end() - m.start()) for m in re.finditer(b"\x01+", flags)]
-
-
-_BUF = bytearray(1 << 20)
-
-
-def _read_missing(path: str, ranges: list[tuple[int, int]] | None) -> tuple[int, int]:
-    """Read the pages of `ranges` of `path` (None: all of it) that are not cached; returns (the
-    bytes the ranges hold, the bytes that had to be read)."""
-    held = done = 0
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return 0, 0
-    try:
-        size = os.fstat(fd).st_size
-        if ranges is None and size <= len(_BUF):  # a small file: reading it is cheaper than asking
-            return size, os.preadv(fd, [_BUF], 0) * 0
-        for offset, length in ranges if ranges is not None else [(0, size)]:
-            offset -= offset % PAGE
-            length = min(length, size - offset)
-            if length <= 0:
-                continue
-            held += length
-            for first, pages in missing_pages(fd, offset, length):
-                pos, end = offset + first * PAGE, min(offset + (first + pages) * PAGE, size)
-                while pos < end:
-                    n = os.preadv(fd, [memoryview(_BUF)[:min(len(_BUF), end - pos)]], pos)
-                    if not n:
-                        break
-                    pos += n
-                    done += n
-    finally:
-        os.close(fd)
-    return held, done
-
-
-def make_resident(rs: ReadSet) -> Residency:
-    """Every page of `rs` in the page cache."""
-    t0 = time.perf_counter()
-    held = read = 0
-    for path in sorted(rs.files):
-        if path in rs.read_already:
-            held += max(rs.files[path], 0)
-            continue
-        h, r = _read_missing(path, None)
-        held, read = held + h, read + r
-    for path, ranges in sorted(rs.mapped.items()):
-        if path not in rs.files:
-            h, r = _read_missing(path, ranges)
-            held, read = held + h, read + r
-    return Residency(files=len(rs.files) + len(rs.mapped.keys() - rs.files.keys()), nbytes=held,
-                     read_bytes=read, seconds=time.perf_counter() - t0)
-
-
 # --- the Landlock layer ------------------------------------------------------------------------
 
 READ = landlock.EXECUTE | landlock.READ_FILE | landlock.READ_DIR
 """What the layer handles: reading, listing, executing. Writes are the worker's own layer's."""
 
 
-def build_layer(rs: ReadSet, open_below: tuple[str, ...], devices: tuple[str, ...] = ()) -> int:
+def layer_rules(rs: ReadSet, base: ReadSet | None = None) -> list[tuple[str, int]]:
+    """The rules reading `rs.files` and listing `rs.folders` take (one per file, or per folder of
+    `file_folders`); `base`: a part of `rs` whose rules exist already, left out."""
+    one_rule = rs.file_folders
+    old = base or ReadSet()
+    return ([(p, landlock.READ_FILE) for p in sorted(one_rule - old.file_folders)]
+            + [(p, landlock.READ_FILE) for p in sorted(rs.files.keys() - old.files.keys())
+               if p.rpartition("/")[0] not in one_rule]
+            + [(p, landlock.READ_DIR) for p in sorted(rs.folders - old.folders)])
+
+
+def build_layer(rs: ReadSet, open_below: tuple[str, ...], devices: tuple[str, ...] = (),
+                base: tuple[ReadSet, int] | None = None) -> int:
     """A Landlock ruleset (its fd): read `rs.files` and `devices`, list `rs.folders`, read and list
     all below `open_below` (/sys, the scratch root); execute nothing, read nothing else (/proc
     neither: a worker's own /proc is mounted after this is built, and no rule made here reaches it).
 
     Rules hold inodes: the device nodes bound into a worker's own /dev are the host's, so a rule
-    on each node holds there; a folder rule does not reach through a mount made on top of it later."""
-    one_rule = rs.file_folders
-    rules = ([(p, landlock.READ_FILE) for p in sorted(one_rule)]
-             + [(p, landlock.READ_FILE) for p in sorted(rs.files) if os.path.dirname(p) not in one_rule]
-             + [(p, landlock.READ_DIR) for p in sorted(rs.folders)]
-             + [(d, landlock.READ_FILE) for d in devices]
-             + [(p, landlock.READ_FILE | landlock.READ_DIR) for p in open_below])
-    return landlock.ruleset(rules, READ)
+    on each node holds there; a folder rule does not reach through a mount made on top of it later.
+    `base`: a part of `rs` and a ruleset (its fd) holding its rules already: the rest is added to it."""
+    extra = [(d, landlock.READ_FILE) for d in devices] + [(p, landlock.READ_FILE | landlock.READ_DIR) for p in open_below]
+    if base is None:
+        return landlock.ruleset(layer_rules(rs) + extra, READ)
+    landlock.add_rules(base[1], layer_rules(rs, base[0]) + extra, READ)
+    return base[1]
 
 
 def restrict() -> None:
@@ -381,19 +322,32 @@ def drop() -> None:
         LAYER_FD = None
 
 
+_BASE: ReadSet | None = None
+"""The part of the read set the helper made (``prefetch.py``), kept for a later `prepare`."""
+
+
 def prepare(hidden: tuple[str, ...], open_below: tuple[str, ...], devices: tuple[str, ...] = (),
-            libraries: tuple[str, ...] = (), *, pages: bool = True) -> dict:
+            libraries: tuple[str, ...] = (), *, pages: bool = True,
+            prefetched: tuple[ReadSet, int] | None = None) -> dict:
     """In the zygote, after its imports: the read set, its pages made resident (not without
-    `pages`), and its layer built (any previous one replaced). Returns the summary the zygote
-    reports (files, bytes, the bytes read, whether pages were made resident, seconds)."""
-    global LAYER_FD
+    `pages`), and its layer built (any previous one replaced). `prefetched`: `ReadSet.fixed` and
+    its ruleset, from the helper (``prefetch.py``). Returns the summary the zygote reports (files,
+    bytes, the bytes read, whether pages were made resident, seconds)."""
+    global LAYER_FD, _BASE
     t0 = time.perf_counter()
-    rs = ReadSet.of_this_process(hidden, libraries)
-    res = make_resident(rs) if pages else None
-    fd = build_layer(rs, open_below, devices)
+    if prefetched is not None:
+        _BASE = prefetched[0]
+    try:
+        rs = ReadSet.of_this_process(hidden, libraries, _BASE)
+        res = pagein.make_resident(rs) if pages else None
+        fd = build_layer(rs, open_below, devices, prefetched)
+    except BaseException:
+        if prefetched is not None:
+            os.close(prefetched[1])
+        raise
     if LAYER_FD is not None:
         os.close(LAYER_FD)
     LAYER_FD = fd
     return {"files": len(rs.files.keys() | rs.mapped.keys()), "bytes": res.nbytes if res else rs.nbytes,
-            "read_bytes": res.read_bytes if res else 0, "pages": pages,
+            "read_bytes": res.read_bytes if res else 0, "pages": pages, "prefetched": prefetched is not None,
             "seconds": round(time.perf_counter() - t0, 3)}
