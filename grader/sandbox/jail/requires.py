@@ -44,12 +44,15 @@ def required_closure(names: tuple[str, ...]) -> list[importlib.metadata.Distribu
             continue
         if name not in first:
             found.append(dist)
-        for req in dist.requires or ():
-            requirement, _, marker = req.partition(";")
-            m = _NAME.match(requirement.strip())
-            if m and not _EXTRA.search(marker):
-                todo.append(_normal(m.group()))
+        todo += [n for n in map(required_name, dist.requires or ()) if n]
     return found
+
+
+def required_name(requirement: str) -> str | None:
+    """The (normalised) distribution a requirement line names; None for one of an extra."""
+    spec, _, marker = requirement.partition(";")
+    m = _NAME.match(spec.strip())
+    return _normal(m.group()) if m and not _EXTRA.search(marker) else None
 
 
 def top_level(dist: importlib.metadata.Distribution) -> list[str]:
