@@ -169,7 +169,9 @@ def check(sandbox, *, meta: bool, hierarchy=None) -> Proof:
             raise EnvironmentBroken(f"the self-test could not load in the sandbox ({w.load.message}; "
                                     f"{w.output()[1][-500:].strip()})")
         try:
-            problems = w.call("probe", meta)
+            # Bounded by the worker's whole life, not one call's limit: in a worker that is a fresh
+            # interpreter (no zygote), the probe pays the first meta op and lazy imports itself.
+            problems = w.call_within(sandbox.limits.submission_timeout_s, "probe", meta)
         except SandboxError as e:
             raise EnvironmentBroken(f"the self-test failed in the sandbox ({e})") from e
         if type(problems) is not list or problems:
