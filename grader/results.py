@@ -167,6 +167,11 @@ class AssignmentInfo:
     title: str = ""
 
 
+_COMPILE_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+"""Errors Python reports before any line of the unit runs (IndentationError and TabError are
+SyntaxErrors)."""
+
+
 @dataclass(frozen=True)
 class CellError:
     """A notebook cell (or module) that raised while the submission was loaded; grading went on."""
@@ -186,6 +191,8 @@ class CellError:
 
     def raised(self) -> Msg:
         """This unit's error as the reason nothing loaded: "code cell 5 (...) raised NameError: ..."."""
+        if self.error.startswith(_COMPILE_ERRORS):  # nothing of it ran: Python could not read it
+            return tr("{where} does not compile: {error}", where=self.where(), error=self.error)
         return tr("{where} raised {error}", where=self.where(), error=self.error)
 
 

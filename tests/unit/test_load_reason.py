@@ -71,3 +71,14 @@ def test_a_crash_while_loading_is_the_reason_itself():
     assert load_lines(report, "en") == ["Your submission could not be loaded: the worker was killed by SIGSEGV "
                                         "while loading your code"]
     assert load_lines(report, "zh-CN")[0].count("无法加载") == 1
+
+
+@pytest.mark.parametrize("error", ["SyntaxError: invalid syntax (<submission: bad.py>, line 19)",
+                                   "IndentationError: unexpected indent (<submission: bad.py>, line 3)"])
+def test_a_syntax_error_is_said_as_code_that_does_not_compile_not_as_one_it_raised(error):
+    reply = {"ok": True, "completed": False, "defined": [],
+             "cell_errors": [{"cell": None, "error": error, "traceback": error}]}
+    w = load_report(reply, Limits())
+    report = _report(LoadInfo(ok=False, message=w.message, cell_errors=w.cell_errors))
+    assert load_lines(report, "en")[0] == f"Your submission could not be loaded: the module's top-level code does not compile: {error}"
+    assert load_lines(report, "zh-CN")[0] == f"你的提交无法加载：模块的顶层代码无法编译（语法错误，一行都没有运行）：{error}"
