@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from click.utils import make_default_short_help
 
 from grader.i18n import DEFAULT, N_, choose, normalise, translate
 
@@ -185,10 +184,13 @@ class _Speaks:
         return option
 
     def get_short_help_str(self, limit: int = 45) -> str:
-        text = self._help_text()
-        if current() != DEFAULT and "。" in text.split("\n\n")[0]:
-            return text.split("。")[0] + "。"
-        return make_default_short_help(text, limit)
+        if current() == DEFAULT:
+            short: str = super().get_short_help_str(limit)  # type: ignore[misc]
+            return short
+        first = self._help_text().split("\n\n")[0]
+        if "。" in first:  # the first sentence, as English help is cut at its first full stop
+            return first.split("。")[0] + "。"
+        return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
 class StudentCommand(_Speaks, click.Command):
