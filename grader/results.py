@@ -5,10 +5,9 @@ nested dataclasses, str enums, `Msg`). Instructors and other tools read these fi
 are stable; a breaking change bumps `SCHEMA_VERSION`.
 
 What a student reads is a `Msg` field (msgids and arguments, English through ``str()``), rendered
-in a language only where it is shown. The JSON keeps each twice, for its two readers: ``message``
-the English text (for people and tools reading the file), ``message_i18n`` the msgids (for
-``grader report --lang``); reading turns them back into one `Msg`, and a file without the
-``_i18n`` key (schema 1) into its English text, looked up in the catalog when shown.
+in a language only where it is shown. The JSON keeps each twice: ``message`` the English text (for
+people and tools), ``message_i18n`` the msgids (for ``grader report --lang``); reading makes one
+`Msg` again, and a file without ``_i18n`` keys (schema 1) its English text.
 """
 
 from __future__ import annotations
@@ -110,8 +109,7 @@ class Evidence:
     actual_value: float | None = None
     """Submission value at first_bad_index."""
     leaking_cells: list[list[int]] | None = None
-    """(query, key) cells, in absolute indices of the first heatmap's batch item and head, that
-    received weight although the reference mask forbids them."""
+    """(query, key) cells (first heatmap's batch item and head) given weight the mask forbids."""
     row_sums: list[float] | None = None
     """Per-query sums of the submission's attention weights (one batch item and head)."""
     nan_locations: list[list[int]] | None = None
@@ -167,11 +165,6 @@ class AssignmentInfo:
     title: str = ""
 
 
-_COMPILE_ERRORS = ("SyntaxError", "IndentationError", "TabError")
-"""Errors Python reports before any line of the unit runs (IndentationError and TabError are
-SyntaxErrors)."""
-
-
 @dataclass(frozen=True)
 class CellError:
     """A notebook cell (or module) that raised while the submission was loaded; grading went on."""
@@ -191,7 +184,7 @@ class CellError:
 
     def raised(self) -> Msg:
         """This unit's error as the reason nothing loaded: "code cell 5 (...) raised NameError: ..."."""
-        if self.error.startswith(_COMPILE_ERRORS):  # nothing of it ran: Python could not read it
+        if self.error.startswith(("SyntaxError", "IndentationError", "TabError")):  # none of it ran
             return tr("{where} does not compile: {error}", where=self.where(), error=self.error)
         return tr("{where} raised {error}", where=self.where(), error=self.error)
 

@@ -31,7 +31,7 @@ def required_closure(names: tuple[str, ...]) -> list[importlib.metadata.Distribu
 
     seen: set[str] = set()
     found: list[importlib.metadata.Distribution] = []
-    todo = [_normal(n) for n in names]
+    todo = [normal_name(n) for n in names]
     first = set(todo)
     while todo:
         name = todo.pop()
@@ -52,7 +52,7 @@ def required_name(requirement: str) -> str | None:
     """The (normalised) distribution a requirement line names; None for one of an extra."""
     spec, _, marker = requirement.partition(";")
     m = _NAME.match(spec.strip())
-    return _normal(m.group()) if m and not _EXTRA.search(marker) else None
+    return normal_name(m.group()) if m and not _EXTRA.search(marker) else None
 
 
 def top_level(dist: importlib.metadata.Distribution) -> list[str]:
@@ -81,5 +81,6 @@ def required_packages(names: tuple[str, ...]) -> list[str]:
     return sorted(set(out))
 
 
-def _normal(name: str) -> str:
+def normal_name(name: str) -> str:
+    """A distribution's name as metadata compares them (PEP 503: runs of -_. as one -, lower case)."""
     return re.sub(r"[-_.]+", "-", name).lower()
