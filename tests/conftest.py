@@ -4,6 +4,8 @@
 hostile and jail tests, the browser, the wheel install, the benchmark smoke run, the Dask cluster,
 every sample graded twice). `python -m pytest -q --full` runs everything (what `.ci/run` does).
 Naming a file, folder or test runs all of it: `python -m pytest tests/integration/test_jail.py`.
+Under pytest-xdist (`-n 2`, how `.ci/run` runs the slow tier) the check that no sandbox process
+outlives the run is made here, by the controller, once every worker has ended.
 See CONTRIBUTING.md.
 """
 
@@ -11,6 +13,7 @@ import os
 
 import pytest
 import torch
+from procs import process_table
 
 # The commands keep reference setups in the user's cache folder between runs; the tests run every
 # command without it (nothing written to the home folder, nothing read from an earlier session),
@@ -48,3 +51,32 @@ def pytest_report_header(config):
     if _default_tier(config):
         return "default tier: tests marked slow are deselected (run the full tier with --full)"
     return None
+
+
+_CONTROLLER_START = pytest.StashKey[int]()
+"""The xdist controller's start time, in clock ticks since boot: sandbox processes started later are the run's."""
+
+
+def _is_xdist_controller(config) -> bool:
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+
+
+def pytest_configure(config):
+    if _is_xdist_controller(config):
+        config.stash[_CONTROLLER_START] = process_table()[os.getpid()][1]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Under pytest-xdist, after the last worker has ended: no sandbox process started during the
+    run was left behind, re-parented to init (each worker checks its own descendants itself)."""
+    config = session.config
+    if not _is_xdist_controller(config) or _CONTROLLER_START not in config.stash:
+        return
+    since = config.stash[_CONTROLLER_START]
+    strays = {pid: cmd for pid, (ppid, start, cmd) in process_table().items()
+              if "grader.sandbox" in cmd and ppid == 1 and start >= since}
+    if strays:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"sandbox processes outlived the run: {strays}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
