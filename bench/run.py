@@ -426,6 +426,26 @@ def _case_count() -> int:
     return len(load_assignment("masked-attention").instances())
 
 
+def _class_sizes(rep: dict) -> list[str]:
+    """The ratios at 40 and at 200 submissions, whole batch against whole batch: ours at 40 is the
+    start breakdown's `grade 40` (its own generated batch, half notebooks), the peers' 40 their
+    measured seconds per notebook times 40 (they grade one notebook after another)."""
+    t, runs = rep["table"], rep["start"]["runs"]
+    n = rep["start"]["n"]
+    ours_at_n = {v: statistics.median(r["at"]["exit"] for r in runs[f"grade {n} / {v}"])
+                 for v in ("warm", "off") if runs.get(f"grade {n} / {v}")}
+    peers = {k: t[k]["wall_s"] / t[k]["n"] for k in ("nbgrader", "otter") if t.get(k)}
+    if not ours_at_n or not peers:
+        return []
+    lines = ["", f"By class size, whole batch against whole batch: at {n}, `grader grade` "
+             + ", ".join(f"{s:.1f} s (setup cache {v})" for v, s in ours_at_n.items()) + " against "
+             + ", ".join(f"{k} {n} × {per:.2f} s = {n * per:.0f} s" for k, per in peers.items()) + ": "
+             + "; ".join(f"{k} {n * per / s:.0f}× (cache {v})" for k, per in peers.items() for v, s in ours_at_n.items())
+             + f". At {t['ours']['n'] // len(rep['raw']['ours'])} (one `grader grade` per round): "
+             + ", ".join(f"{t['ours']['throughput'] / t[k]['throughput']:.0f}× {k}" for k in peers) + "."]
+    return lines
+
+
 def render(rep: dict) -> str:
     h, t, fl, pr = rep["hardware"], rep["table"], rep["floor"], rep["profile"]
     ours = t["ours"]
@@ -464,6 +484,7 @@ def render(rep: dict) -> str:
                   f"of start-up and dashboard per batch): {st:.2f} submissions/s = "
                   + ", ".join(f"{st / t[k]['throughput']:.0f}× {k}" for k in ("cold", "nbgrader", "otter") if t.get(k))
                   + " (whole-batch throughput above includes start-up, so it depends on batch size)."]
+    lines += _class_sizes(rep)
     ws = rep["worker_start_stop_ms"] / 1000
     lines += ["", f"Floor (same {n_cases} cases + diagnosis, one warm process, no isolation): "
               f"{fl['median_s'] * 1000:.0f} ms median per submission (p95 {fl['p95_s'] * 1000:.0f} ms); "
