@@ -121,7 +121,8 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
     progress = CaseProgress()
     try:
         g = grade_one(folder, submission, public_only=True, device=device, close_in_background=True, lang=lang,
-                      cache_dir=cache_folder(cache_dir, no_cache), isolation=isolation, on_step=progress.step)
+                      cache_dir=cache_folder(cache_dir, no_cache), isolation=isolation, on_step=progress.step,
+                      while_waiting=_prepare_report)
     finally:
         progress.close()
     try:
@@ -139,6 +140,13 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
     finally:
         g.finish()
     _exit_now(ExitCode.OK if all_passed(g.report) else ExitCode.FAILED)
+
+
+def _prepare_report(lang: str) -> None:
+    """The report page's templates compiled while the sandbox starts: off the path after grading."""
+    from grader.report.html import prepare_submission_page
+
+    prepare_submission_page(lang)
 
 
 def _report_name(student_id: str, submission: Path) -> str:

@@ -78,7 +78,8 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
               close_in_background: bool = False, only: list[str] | None = None,
               early: StartingSandbox | None = None, lang: str | None = None,
               link_root: Path | None = None, cache_dir: Path | None = None, isolation: str | None = None,
-              on_step: Callable[[Any, float, str], None] | None = None) -> Graded:
+              on_step: Callable[[Any, float, str], None] | None = None,
+              while_waiting: Callable[[str], None] | None = None) -> Graded:
     """Grade one submission against the assignment in ``folder``, the sandbox started first.
 
     ``only``: run just these case instance ids (the pytest plugin's selection).
@@ -94,6 +95,9 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
     ``isolation``: "auto" or "portable" (default ``GRADER_ISOLATION``, else "auto";
     `grader.grading.factory.isolation_choice`).
     ``on_step``: ``Engine.on_step`` (what runs now, for a progress line).
+    ``while_waiting``: called with the feedback's language on a thread of its own while the sandbox
+    finishes starting (`grader check` compiles its report's templates then); waited for before
+    grade_one returns. What it raises is ignored: the caller meets the same again when it needs it.
     """
     if early is None and known_device(device):
         early = start_early(folder, device, isolation)
@@ -101,6 +105,7 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
 
     intake = Intake().start()  # the submission is read in its own bounded process, started now
     graded: Graded | None = None
+    helper: threading.Thread | None = None
     try:
         with quiet_gc():
             from grader.assignment.spec import load_assignment
@@ -121,6 +126,12 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
         intake.close()
         # Inputs and reference results, while the sandbox may still be starting.
         setups = reference_setups(a, device, public_only=public_only, only=only, cache_dir=cache_dir)
+        if while_waiting is not None:
+            from grader.i18n import choose
+
+            helper = threading.Thread(target=_ignoring_errors, args=(while_waiting, choose(lang, a.lang)),
+                                      name="grader-while-waiting", daemon=True)
+            helper.start()
         sandbox = early.get()
         if sandbox.limits != limits:
             raise GraderError(f"{folder / 'spec.toml'}: the [limits] table could not be applied")
@@ -143,6 +154,8 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
                         hidden_points=p_hidden, note=choice.note or untouched_note(submission, starters))
     finally:
         intake.close()
+        if helper is not None:
+            helper.join()
         if early is not None:
             if graded is not None and close_in_background:
                 closing = threading.Thread(target=early.close, name="grader-sandbox-close")
@@ -151,6 +164,13 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
             else:
                 early.close()
     return graded
+
+
+def _ignoring_errors(fn: Callable[[str], None], lang: str) -> None:
+    try:
+        fn(lang)
+    except Exception:  # an optional head start only
+        pass
 
 
 def all_passed(report) -> bool:

@@ -77,6 +77,21 @@ def render_submission(report: GradeReport, *, release_hidden: bool = False, lang
                        load_explanation=concept_explanation(vocabulary(report.concepts), "load-error", lang))
 
 
+REPORT_TEMPLATES = ("report.html", "_case.html", "_explorer.html", "_heatmap.html", "common.css", "report.css",
+                    "explorer.css")
+"""The templates a submission's page is made of (report.html and what it imports and includes)."""
+
+
+def prepare_submission_page(lang: str = DEFAULT) -> None:
+    """Compile the submission page's templates and scripts for `lang` now, so that the first
+    `write_submission` only renders (`grader check` calls it while the sandbox is still starting)."""
+    env = environment(normalise(lang) or DEFAULT)
+    for name in REPORT_TEMPLATES:
+        env.get_template(name)
+    asset_script("report.js")
+    asset_script(("report.js", "explorer.js"))
+
+
 def write_submission(report: GradeReport, path: str | os.PathLike[str], *, release_hidden: bool = False,
                      lang: str | None = None) -> Path:
     """Render and write one report (in `lang`, default the report's); returns the path written."""

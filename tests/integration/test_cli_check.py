@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from grader.assignment.spec import load_assignment
 from grader.cli.app import main
-from grader.i18n import english
+from grader.i18n import english, normalise
 from grader.grading.single import Graded
 from grader.report.check_text import check_lines
 
@@ -52,6 +52,24 @@ def test_correct_submission_passes_every_public_case(tmp_path):
     report = tmp_path / "out" / "einsum.html"
     assert lines[-1] == f"Report: {report}"
     assert report.is_file() and "masked_attention with a causal mask" in report.read_text("utf-8")
+
+
+def test_the_report_made_ready_while_the_sandbox_starts_gets_the_language_and_may_fail(tmp_path, monkeypatch):
+    """check compiles its page's templates on a thread while the sandbox starts; that head start is
+    asked for in the feedback's language, and if it fails the check still passes and writes its page."""
+    import grader.cli.student as student
+
+    asked = []
+
+    def failing(lang):
+        asked.append(lang)
+        raise RuntimeError("no head start")
+
+    monkeypatch.setattr(student, "_prepare_report", failing)
+    result = run(str(CORRECT), "-o", str(tmp_path / "out"), "--lang", "zh-CN")
+    assert result.exit_code == 0, result.output
+    assert [normalise(lang) for lang in asked] == ["zh-CN"]
+    assert (tmp_path / "out" / "einsum.html").is_file()
 
 
 def test_buggy_submission_fails_the_right_case_with_its_concept(tmp_path):

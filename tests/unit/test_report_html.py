@@ -324,3 +324,27 @@ def test_run_info_refuses_unknown_fields():
 def test_run_info_refuses_a_field_of_the_wrong_type():
     with pytest.raises(ValueError, match="run fields \\['version'\\] have the wrong type: version is str"):
         render_dashboard(all_fixtures(), run={"version": 3, "public_only": True})
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_a_prepared_page_compiles_nothing_more_when_rendered(lang, monkeypatch):
+    """`grader check` compiles the page's templates before grading ends (prepare_submission_page):
+    the list it compiles must hold every template the page uses, explorer included, or the head
+    start is lost."""
+    import jinja2
+
+    from grader.report import html
+
+    html.environment.cache_clear()
+    html.prepare_submission_page(lang)
+    compiled = []
+    real = jinja2.Environment.compile
+
+    def recording(self, source, name=None, *args, **kwargs):
+        compiled.append(name)
+        return real(self, source, name, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", recording)
+    for report in all_fixtures():
+        render_submission(report, lang=lang)
+    assert compiled == []
