@@ -82,8 +82,11 @@ def timed_run(cmd: list[str], *, cache: str, cache_dir: Path, cwd: Path, tree: P
     env.pop("GRADER_NO_CACHE", None)
     env.pop("GRADER_CACHE_DIR", None)
     if tree is not None:
+        # Run from that tree too: `python -m` puts the working folder first on sys.path, where
+        # this checkout's grader would shadow the one on PYTHONPATH.
         env["PYTHONPATH"] = str(tree)
         cmd = [sys.executable, "-m", "grader"] + cmd[len(grader_cmd()):]
+        cwd = tree
         extra = []
     else:
         extra = ["--no-cache"] if cache == "off" else ["--cache-dir", str(cache_dir)]
