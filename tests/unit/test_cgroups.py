@@ -210,7 +210,7 @@ def test_the_proof_lowers_each_limit_to_just_above_what_the_worker_uses(fs, tmp_
     [path] = cgroups.make(h, 3, Limits())
     Path(path, "memory.current").write_text("50000000\n")
     Path(path, "pids.current").write_text("5\n")
-    cgroups.tighten_for_proof(h, [path], memory_headroom=1 << 20, pids_headroom=3)
+    assert cgroups.tighten_for_proof(h, [path], memory_headroom=1 << 20, pids_headroom=3) == 50000000
     assert Path(path, "memory.max").read_text() == str(50000000 + (1 << 20))
     assert Path(path, "pids.max").read_text() == "8"
     assert Path(path, "cpu.max").read_text() == f"1000 {cgroups.PROOF_PERIOD_US}"

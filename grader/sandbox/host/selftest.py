@@ -117,7 +117,8 @@ def exceed_all(threads, cpu_seconds, nbytes):
 '''
 
 MEMORY_HEADROOM = 1 << 20
-"""The proof lowers the memory cap to what the worker uses plus this, then allocates 4 times it."""
+"""The proof lowers the memory cap to what the worker uses plus this, then allocates that use plus
+4 times this."""
 RSS_HEADROOM = 32 << 20
 """The same for a polled cap (resident memory moves by more than a page or two on its own)."""
 PIDS_HEADROOM = 3
@@ -210,8 +211,10 @@ def _prove_cgroup(w, hierarchy) -> Proof:
     from grader.sandbox.jail import cgroups
 
     paths = w.cgroups
-    cgroups.tighten_for_proof(hierarchy, paths, memory_headroom=MEMORY_HEADROOM, pids_headroom=PIDS_HEADROOM)
-    w.call_no_wait("exceed_all", 10 * PIDS_HEADROOM, PROOF_SPIN_S, 4 * MEMORY_HEADROOM)
+    in_use = cgroups.tighten_for_proof(hierarchy, paths, memory_headroom=MEMORY_HEADROOM, pids_headroom=PIDS_HEADROOM)
+    # Past the cap even if the kernel reclaims all that was charged when the cap was set (file
+    # pages the worker read: a host's proactive reclaim may take them at any moment).
+    w.call_no_wait("exceed_all", 10 * PIDS_HEADROOM, PROOF_SPIN_S, in_use + 4 * MEMORY_HEADROOM)
     checks = {"pids": lambda: cgroups.refused_tasks(paths) > 0, "memory": lambda: cgroups.memory_capped(paths)}
     if hierarchy.cpu:
         checks["cpu"] = lambda: cgroups.throttled(paths) > 0

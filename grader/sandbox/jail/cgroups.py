@@ -214,10 +214,11 @@ def _first_int(fs: Files, paths: list[str], names: tuple[str, ...]) -> int | Non
     return None
 
 
-def tighten_for_proof(h: Hierarchy, paths: list[str], *, memory_headroom: int, pids_headroom: int) -> None:
+def tighten_for_proof(h: Hierarchy, paths: list[str], *, memory_headroom: int, pids_headroom: int) -> int:
     """Lower one worker's limits to just above what it uses now, so that the self-test can prove
     each fires without allocating gigabytes or starting dozens of threads: memory to its use plus
-    `memory_headroom` bytes, pids to its count plus `pids_headroom`, cpu to half of one CPU."""
+    `memory_headroom` bytes, pids to its count plus `pids_headroom`, cpu to half of one CPU.
+    Returns the memory in use it saw, in bytes."""
     fs = h.fs
     pids_now = _first_int(fs, paths, ("pids.current",)) or 0
     mem_now = _first_int(fs, paths, ("memory.current", "memory.usage_in_bytes")) or 0
@@ -238,3 +239,4 @@ def tighten_for_proof(h: Hierarchy, paths: list[str], *, memory_headroom: int, p
             # The quota first: the kernel refuses a child more CPU than a batch cgroup above it.
             fs.write(os.path.join(p, "cpu.cfs_quota_us"), "1000")
             fs.write(os.path.join(p, "cpu.cfs_period_us"), str(PROOF_PERIOD_US))
+    return mem_now
