@@ -130,7 +130,9 @@ def test_zero_fill_check_cell_shows_the_failing_case_its_concept_and_the_heatmap
             f"{C['hidden']} hidden cases at grading time") in h
     n, points = C["masked_attention"]
     passed = n - len(ZERO_FILL_FAILS)  # every case a 0 fill fails calls masked_attention
-    assert f"Passed {passed} of {n} public cases ({points - C['zero_fill_lost']:g} / {points:g} points)" in h, re.findall("Passed[^<]*", h)
+    failed = re.findall(r'<article class="case failed"[^>]*>.*?data-case-id="([^"]+)"', h, flags=re.S)
+    assert f"Passed {passed} of {n} public cases ({points - C['zero_fill_lost']:g} / {points:g} points)" in h, \
+        (re.findall("Passed[^<]*", h), "failed:", failed, "expected to fail:", ZERO_FILL_FAILS)
     assert 'data-concept="mask-fill-value"' in h
     assert 'data-case-id="attention_causal_small"' in h
     assert "Masked positions received attention weight" in h

@@ -211,7 +211,10 @@ def test_direct_worker_is_pid_1_forked_by_the_zygote_and_takes_its_tree_with_it(
         assert w.call("pids") == [1, 0]  # PID 1 of its own namespace
         assert process_table()[w.pid][0] == sb.zygote_pid  # the zygote's own child: one fork, not two
         w.call("spawn_sleeper")  # a grandchild in its own session, trying to outlive the worker
-        sleepers = _sleepers() - before
+        # The call returns once forked; the grandchild names itself a moment later.
+        deadline = time.monotonic() + 10
+        while not (sleepers := _sleepers() - before) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert len(sleepers) == 1
         w.retire()
         deadline = time.monotonic() + 10
