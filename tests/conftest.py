@@ -58,7 +58,9 @@ _CONTROLLER_START = pytest.StashKey[int]()
 
 
 def _is_xdist_controller(config) -> bool:
-    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+    """The xdist controller, where the processes can be read (/proc: Linux)."""
+    return (not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+            and os.path.isdir("/proc"))
 
 
 def pytest_configure(config):

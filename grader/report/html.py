@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 import jinja2
+import jinja2.meta
 from markupsafe import Markup
 
 from grader import __version__
@@ -77,16 +78,19 @@ def render_submission(report: GradeReport, *, release_hidden: bool = False, lang
                        load_explanation=concept_explanation(vocabulary(report.concepts), "load-error", lang))
 
 
-REPORT_TEMPLATES = ("report.html", "_case.html", "_explorer.html", "_heatmap.html", "common.css", "report.css",
-                    "explorer.css")
-"""The templates a submission's page is made of (report.html and what it imports and includes)."""
-
-
 def prepare_submission_page(lang: str = DEFAULT) -> None:
-    """Compile the submission page's templates and scripts for `lang` now, so that the first
+    """Compile the submission page's templates (report.html and every template it imports or
+    includes, found in their source) and scripts for `lang` now, so that the first
     `write_submission` only renders (`grader check` calls it while the sandbox is still starting)."""
     env = environment(normalise(lang) or DEFAULT)
-    for name in REPORT_TEMPLATES:
+    todo, seen = ["report.html"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        source = env.loader.get_source(env, name)[0]  # type: ignore[union-attr]
+        todo += [n for n in jinja2.meta.find_referenced_templates(env.parse(source)) if n is not None]
         env.get_template(name)
     asset_script("report.js")
     asset_script(("report.js", "explorer.js"))

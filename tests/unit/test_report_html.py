@@ -329,8 +329,7 @@ def test_run_info_refuses_a_field_of_the_wrong_type():
 @pytest.mark.parametrize("lang", ["en", "zh_CN"])
 def test_a_prepared_page_compiles_nothing_more_when_rendered(lang, monkeypatch):
     """`grader check` compiles the page's templates before grading ends (prepare_submission_page):
-    the list it compiles must hold every template the page uses, explorer included, or the head
-    start is lost."""
+    it must find every template the page uses, or the head start is lost."""
     import jinja2
 
     from grader.report import html
