@@ -31,6 +31,19 @@ def qkv(ctx: SetupContext, B: int, H: int, Lq: int, Lk: int, D: int, *, dtype=to
     return q, k, v
 
 
+def with_peak_score(q: torch.Tensor, k: torch.Tensor, keep: torch.Tensor, peak: float) -> torch.Tensor:
+    """q with, in every (batch, head), the query row that holds the largest visible score scaled so
+    that score is ``peak``: the property a case about large scores relies on holds by construction,
+    on every seed, not only on the draws that happen to reach it. The other rows keep their scores."""
+    scores = (q.double() @ k.double().transpose(-2, -1)) / q.shape[-1] ** 0.5
+    visible = scores.masked_fill(~keep.expand(scores.shape), -torch.inf)
+    best, col = visible.flatten(-2).max(-1)  # (..., ) the largest visible score and where it is
+    row = col // scores.shape[-1]
+    factor = torch.ones(scores.shape[:-1], dtype=torch.float64, device=q.device)  # (..., Lq)
+    factor.scatter_(-1, row[..., None], (peak / best)[..., None])
+    return (q.double() * factor[..., None]).to(q.dtype)
+
+
 def make_loud(k: torch.Tensor, v: torch.Tensor, pad: torch.Tensor):
     """Padded keys get k=30, v=100, so any weight that leaks onto them moves the output a lot."""
     hidden = ~pad[:, None, :, None]  # (B, 1, Lk, 1)

@@ -16,7 +16,7 @@ from grader.checks.masks import check_mask, with_mask_messages
 from grader.i18n import tr
 
 from ._common import (attention_setup, check_fully_masked, check_on_meta, check_twice, fully_masked_setup, make_loud,
-                      padded_causal, qkv, run_attention, valid_query_rows)
+                      padded_causal, qkv, run_attention, valid_query_rows, with_peak_score)
 
 # --- masks -----------------------------------------------------------------------------------
 
@@ -243,12 +243,14 @@ def _(student, s, param):
 # C10 in the case design table
 @case("large_logits", title="Large scores (softmax stability)", concept="numerical-stability",
       points=2, hidden=True, uses=("masked_attention",),
-      params={"fp32": (torch.float32, 30.0), "fp16": (torch.float16, 4.0)})
+      params={"fp32": (torch.float32, 30.0, 115.0), "fp16": (torch.float16, 4.0, None)})
 def large_logits(ctx):
-    dtype, scale = ctx.param
+    dtype, scale, peak = ctx.param
     q, k, v = qkv(ctx, 2, 2, 16, 16, 64, dtype=dtype, q_scale=scale)
-    rows = None
-    return attention_setup(q, k, v, reference.causal_mask(16, device=ctx.device), rows=rows)
+    keep = reference.causal_mask(16, device=ctx.device)
+    if peak is not None:  # in float32, one score of 115 per head: exp overflows past 88.7 on every draw
+        q = with_peak_score(q, k, keep, peak)
+    return attention_setup(q, k, v, keep)
 
 
 @large_logits.check

@@ -16,7 +16,7 @@ from grader.checks.masks import check_mask, with_mask_messages
 from grader.i18n import tr
 
 from ._common import (attention_setup, check_fully_masked, check_on_meta, check_twice, fully_masked_setup, make_loud,
-                      padded_causal, qkv, run_attention, valid_query_rows)
+                      padded_causal, qkv, run_attention, valid_query_rows, with_peak_score)
 
 
 @case("causal_mask_square", title="causal_mask on a square sequence", concept="causal-diagonal",
@@ -192,8 +192,11 @@ def _(student, s, param):
 @case("attention_large_scores", title="masked_attention with large scores (no overflow in the softmax)",
       concept="numerical-stability", points=1, hidden=False, uses=("masked_attention",))
 def attention_large_scores(ctx):
-    q, k, v = qkv(ctx, 1, 2, 5, 5, 64, q_scale=60.0)  # scores reach ~200: exp overflows float32 past 88.7
-    return attention_setup(q, k, v, reference.causal_mask(5, device=ctx.device))
+    q, k, v = qkv(ctx, 1, 2, 5, 5, 64)
+    keep = reference.causal_mask(5, device=ctx.device)
+    # One score of 200 per head (exp overflows float32 past 88.7); the other rows keep ordinary
+    # scores, so a 0 fill or a missing scale shows there whatever the draw.
+    return attention_setup(with_peak_score(q, k, keep, 200.0), k, v, keep)
 
 
 @attention_large_scores.check
