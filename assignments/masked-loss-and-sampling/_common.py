@@ -6,6 +6,8 @@ in float64, so a student kit carries them precomputed and needs no reference.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from grader.cases import Setup, SetupContext, Verdict
@@ -46,23 +48,106 @@ MESSAGES = {
 
 # --- the loss -------------------------------------------------------------------------------
 
+APART = 5.0
+"""How many of the check's tolerances (`loss_tolerance`) every mistake a loss batch diagnoses must
+lie from the right loss and from the other mistakes: far enough that a student near one is
+named by it and by no other."""
+
+BEYOND = 1.5
+"""How many tolerances a wrong computation without a diagnosis (`wrong_losses`) must lie from the
+right loss: it fails the check with a margin. (A loss rounded to bfloat16 is at most 0.2 % off,
+so it cannot be held `APART`.)"""
+
+DRAWS = 50
+"""How many draws a loss batch tries before its sizes are called a design error."""
+
+
+def loss_tolerance(want: float) -> float:
+    """How far a loss may be from the float64 reference and still pass."""
+    return 1e-4 + 1e-3 * abs(want)
+
+
 def loss_batch(ctx: SetupContext, B: int, T: int, V: int, lengths: list[int], *, side: str = "right",
-               scale: float = 1.0, dtype: torch.dtype = torch.float32, pad_targets: str = "in-range") -> Setup:
-    """Random logits, targets with some real ones equal to 0, a padding mask from ``lengths``; the
-    reference loss and the loss each classic mistake gives, in float64."""
-    logits = ctx.randn(B, T, V, scale=scale).to(dtype)
+               scale: float = 1.0, sure: float = 1.0, dtype: torch.dtype = torch.float32,
+               pad_targets: str = "in-range", must_fail: tuple[str, ...] = ("shifted",)) -> Setup:
+    """Logits of a model that is fairly sure of most real targets, targets with some real ones equal
+    to 0, a padding mask from ``lengths``; the reference loss and the loss each classic mistake
+    gives, in float64.
+
+    A scalar loss tells formulas apart only where their values differ, so the batch is drawn again
+    (from the case's own generator: the same draws on every machine) until every mistake
+    (``solution.loss_mistakes``) and every wrong computation named in ``must_fail``
+    (`wrong_losses`) is far from the reference (`APART`, `BEYOND`), and the mistakes from each other.
+    Then a verdict or a diagnosis never rests on a lucky draw, whatever the seed. The draws make
+    that likely: real targets get ``sure`` x ``scale`` more logit (so the loss depends on which
+    target each position is compared with), real tokens whose id is 0 do not (so leaving them out
+    moves the loss), and padding is loud (its target's logit lowered by 4 x ``scale``).
+
+    Raises:
+        ValueError: no draw of `DRAWS` kept the wrong answers apart (a design error in the case).
+    """
+    for _ in range(DRAWS):
+        logits, targets, mask = _draw_batch(ctx, B, T, V, lengths, side, scale, sure, pad_targets)
+        logits = logits.to(dtype)
+        expected = solution.oracle_loss(logits, targets, mask)
+        mutants = solution.loss_mistakes(logits, targets, mask) if int(mask.sum()) else {}
+        wrong = wrong_losses(logits, targets, mask, must_fail)
+        if _apart(expected, mutants, wrong):
+            return Setup(inputs=dict(logits=logits, targets=targets, mask=mask), expected=expected,
+                         extra=dict(mutants=mutants))
+    raise ValueError(f"loss_batch({B}, {T}, {V}, {lengths}): no draw of {DRAWS} keeps the wrong answers "
+                     f"{sorted(must_fail)} and the mistakes apart from the right loss; change the case's sizes")
+
+
+def _draw_batch(ctx: SetupContext, B: int, T: int, V: int, lengths: list[int], side: str, scale: float,
+                sure: float, pad_targets: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    logits = ctx.randn(B, T, V, dtype=torch.float64, scale=scale)
     targets = torch.randint(1, V, (B, T), generator=ctx.gen)
     pos = torch.arange(T)
     n = torch.tensor(lengths)[:, None]
     mask = pos < n if side == "right" else pos >= T - n  # (B, T), True = real
     targets = torch.where(mask & (pos % 3 == 0), 0, targets)  # real tokens whose id is 0: ignore_index=0 drops them
+    hit = torch.nn.functional.one_hot(targets, V).double()  # (B, T, V)
+    confident = (mask & (targets != 0)).double()[..., None]
+    logits = logits + sure * scale * hit * confident - 4.0 * scale * hit * (~mask).double()[..., None]
     if pad_targets == "out-of-range":
         targets = torch.where(mask, targets, torch.where(pos % 2 == 0, -100, V + 7))
-    expected = solution.oracle_loss(logits, targets, mask)
-    count = int(mask.sum())
-    mutants = solution.loss_mistakes(logits, targets, mask) if count else {}
-    return Setup(inputs=dict(logits=logits, targets=targets, mask=mask), expected=expected,
-                 extra=dict(mutants=mutants))
+    return logits, targets, mask
+
+
+def wrong_losses(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
+                 names: tuple[str, ...]) -> dict[str, float]:
+    """What wrong code that no mistake model names gives on this batch: "shifted" (each position
+    compared with the next target, a language-model habit), "in-dtype" (the loss computed and
+    summed in the logits' dtype), "log-softmax" (log(softmax(x)) in float32)."""
+    safe = torch.where(mask, targets, 0)
+    out = {}
+    if "shifted" in names and logits.shape[1] > 1 and bool(mask[:, 1:].any()):
+        out["shifted"] = solution.oracle_loss(logits[:, :-1], safe[:, 1:], mask[:, 1:])
+    if "in-dtype" in names:
+        nll = -torch.log_softmax(logits, -1).gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        out["in-dtype"] = float((nll * mask).sum() / mask.sum().clamp_min(1))
+    if "log-softmax" in names:
+        p = torch.softmax(logits.float(), -1).gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        out["log-softmax"] = float((-torch.log(p) * mask).sum() / mask.sum().clamp_min(1))
+    return out
+
+
+def _apart(want: float, mutants: dict[str, float], wrong: dict[str, float]) -> bool:
+    """Every finite wrong computation lies `BEYOND` tolerances from ``want``; every mistake that
+    differs from ``want`` at all lies `APART` tolerances from it and from the other mistakes."""
+    tol = loss_tolerance(want)
+    far = APART * tol
+
+    def differs(x: float) -> bool:  # a mistake that cannot show on this batch gives the right loss exactly
+        return abs(x - want) > 1e-9 * max(1.0, abs(want))
+
+    if any(math.isfinite(x) and abs(x - want) <= BEYOND * tol for x in wrong.values()):
+        return False
+    shown = [x for x in mutants.values() if math.isfinite(x) and differs(x)]
+    if any(abs(x - want) <= far for x in shown):
+        return False
+    return all(abs(a - b) > far for i, a in enumerate(shown) for b in shown[i + 1:])
 
 
 def check_loss(actual: object, s: Setup, *, concept: str, nan_concept: str | None = None,
@@ -86,7 +171,7 @@ def check_loss(actual: object, s: Setup, *, concept: str, nan_concept: str | Non
         return Verdict.fail(c, tr("{what} is {value}. ", what=what, value=value) + said, ev)
     if actual.dtype != torch.float32:
         return Verdict.fail("output-dtype", tr("{what} is {dtype}, expected torch.float32.", what=what, dtype=actual.dtype), ev)
-    tol = 1e-4 + 1e-3 * abs(want)
+    tol = loss_tolerance(want)
     facts = Evidence(expected_value=want, actual_value=value, max_abs_error=abs(value - want), allowed_error=tol,
                      expected_shape=[], actual_shape=[])
     if abs(value - want) <= tol:

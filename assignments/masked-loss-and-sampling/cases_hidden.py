@@ -14,7 +14,8 @@ LOSS = ("masked_cross_entropy",)
 @case("ce_left_padding_bf16", title="Loss: left padding, bfloat16 logits", concept="loss-padding", points=2,
       uses=LOSS)
 def ce_left_padding_bf16(ctx):
-    return loss_batch(ctx, 3, 7, 9, [7, 5, 2], side="left", dtype=torch.bfloat16)
+    return loss_batch(ctx, 3, 7, 9, [7, 5, 2], side="left", dtype=torch.bfloat16,
+                      must_fail=("shifted", "in-dtype"))
 
 
 @ce_left_padding_bf16.check
