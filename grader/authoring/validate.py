@@ -8,10 +8,16 @@
    seed and no line of the reference's source (its grader wheel included); its public cases
    import only files it ships; and its self-check, from its stored setups alone, gives the
    reference 100 %.
+5. With ``other_seeds``: the reference and every sample again, with the cases' inputs drawn
+   from each of the seeds 1..N instead of the assignment's. A kit draws a seed of its own at
+   every release (and a new assignment draws one on first use), so a verdict or a diagnosis that
+   holds for one seed only is a case design that fails students in the field: its inputs must
+   make the mistake show on every draw.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import tomllib
 from dataclasses import dataclass, field
@@ -157,7 +163,9 @@ def _stable(report: GradeReport) -> dict:
     return d
 
 
-def validate(assignment: Assignment, engine: Engine, submissions_dir: Path | None) -> ValidationReport:
+def validate(assignment: Assignment, engine: Engine, submissions_dir: Path | None, *,
+             other_seeds: int = 0) -> ValidationReport:
+    """Every check of the module docstring; ``other_seeds``: how many other seeds step 5 tries."""
     out = ValidationReport(assignment.id)
     with tempfile.TemporaryDirectory(prefix="grader-validate-") as tmp:
         ref_path = reference_submission(assignment, Path(tmp))
@@ -187,4 +195,29 @@ def validate(assignment: Assignment, engine: Engine, submissions_dir: Path | Non
         if report.concepts_failed():
             label += f" [{', '.join(report.concepts_failed())}]"
         out.checks.append(Check(label, not problem, problem))
+    present = [e for e in samples if e.path.exists()]
+    for seed in range(1, other_seeds + 1):
+        out.checks.append(under_seed(assignment, engine, present, submissions_dir, seed))
     return out
+
+
+def under_seed(assignment: Assignment, engine: Engine, samples: list[SampleExpectation], submissions_dir: Path,
+                seed: int) -> Check:
+    """The reference and every sample graded with the cases' inputs drawn from ``seed``: one check,
+    naming what differs from the declarations."""
+    from grader.grading.factory import engine_for
+
+    other = engine_for(dataclasses.replace(assignment, seed=seed), engine.sandbox, device=engine.device)
+    other.prepare()
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="grader-validate-") as tmp:
+        ref = other.grade_path(reference_submission(assignment, Path(tmp)), student_id="reference")
+    wrong = [c.id for c in ref.cases if c.outcome is not Outcome.PASSED]
+    if wrong:
+        problems.append(f"reference: fails {', '.join(wrong)}")
+    for exp in samples:
+        problem = compare_to_expectation(other.grade_path(exp.path), exp)
+        if problem:
+            problems.append(f"{exp.path.relative_to(submissions_dir)}: {problem}")
+    name = f"seed {seed}: the reference and {len(samples)} sample{'' if len(samples) == 1 else 's'} as declared"
+    return Check(name, not problems, "\n     ".join(problems))

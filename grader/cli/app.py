@@ -75,17 +75,23 @@ def list_cmd() -> None:
               default=None, help="Folder holding expected.toml and the sample submissions "
                                  "[default: ./submissions].")
 @click.option("--device", default="auto", show_default=True, help="Reference device: auto, cpu or cuda.")
+@click.option("--seeds", "other_seeds", type=click.IntRange(0, 1000), default=0, show_default=True,
+              help="Also grade the reference and every sample with the cases' inputs drawn from the seeds 1..N: "
+                   "a kit draws its own seed, so no verdict may hold for one seed only.")
 @operator_errors
-def validate(assignment: str, submissions_dir: Path | None, device: str) -> None:
+def validate(assignment: str, submissions_dir: Path | None, device: str, other_seeds: int) -> None:
     """Prove ASSIGNMENT before students see it.
 
     Checks that the trusted reference scores 100 %, that every sample submission
     declared in submissions/expected.toml fails exactly its declared cases with its
     declared concepts, that two runs are identical and that no hidden case is public.
+    With --seeds N, the reference and the samples again under N other seeds: a case
+    whose mistake shows only on some draws of its inputs fails here.
 
     \b
-    Example:
+    Examples:
       grader validate masked-attention
+      grader validate masked-attention --seeds 5
     """
     from grader.assignment.spec import load_assignment
     from grader.authoring.validate import validate as run_validation
@@ -94,7 +100,7 @@ def validate(assignment: str, submissions_dir: Path | None, device: str) -> None
     a = load_assignment(assignment)
     with grading(a, device=device) as engine:
         sandbox = engine.sandbox
-        result = run_validation(a, engine, submissions_dir or _default_submissions())
+        result = run_validation(a, engine, submissions_dir or _default_submissions(), other_seeds=other_seeds)
     for check in result.checks:
         mark = "ok  " if check.ok else "FAIL"
         click.echo(f"{mark} {check.name}" + (f"\n     {check.detail}" if check.detail and not check.ok else ""))

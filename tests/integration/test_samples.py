@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grader.results import Outcome
-from grader.authoring.validate import compare_to_expectation, read_expectations
+from grader.authoring.validate import compare_to_expectation, read_expectations, under_seed
 
 pytestmark = pytest.mark.slow  # full tier: every sample submission graded
 
@@ -49,3 +49,19 @@ def test_the_tutorial_styles_are_samples_with_exact_concepts():
                                                "tutorial_003_published", "tutorial_003_kv_no_guard"}
     assert all(s.exact and s.concepts for s in tutorial)
     assert sum(s.exact for s in SAMPLES if "buggy" in s.path.parts) >= 30
+
+
+@pytest.mark.parametrize("aid", ["masked-attention", "mha-kv-cache", "masked-loss-and-sampling"])
+def test_every_sample_gets_its_declared_outcome_under_other_seeds(aid, sandbox_for):
+    """A kit draws a seed of its own at each release: no verdict or diagnosis may hold for the
+    assignment's seed only (`grader validate --seeds`)."""
+    from grader.assignment.spec import load_assignment
+    from grader.grading.engine import limits_for
+    from grader.grading.factory import engine_for
+
+    a = load_assignment(aid)
+    engine = engine_for(a, sandbox_for(limits_for(a)), device="cpu")
+    samples = [s for s in SAMPLES if s.assignment == aid]
+    for seed in (1, 2):
+        check = under_seed(a, engine, samples, ROOT / "submissions", seed)
+        assert check.ok, check.detail

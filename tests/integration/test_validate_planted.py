@@ -186,3 +186,46 @@ def test_a_check_that_raises_on_a_students_value_fails_that_students_case(tmp_pa
     square = next(c for c in result["cases"] if c["id"] == "square_probe")
     assert (square["outcome"], square["concept"]) == ("error", "signature")
     assert square["message"].startswith("What your code returned could not be checked (NotImplementedError: ")
+
+
+LUCKY_CASE = '''
+
+@case("drawn_probe", title="causal_mask of a drawn size", concept="causal-diagonal", hidden=False, uses=("causal_mask",))
+def drawn_probe(ctx):
+    import torch
+
+    n = int(torch.randint(2, 30, (1,), generator=ctx.gen))
+    return Setup(inputs=dict(n=n), expected=reference.causal_mask(n))
+
+
+@drawn_probe.check
+def _(student, s, param):
+    n = s.inputs["n"]
+    return check_mask(student.causal_mask(n), s.expected, what=f"causal_mask({n})", concept="causal-diagonal", message="m")
+'''
+
+
+def test_a_verdict_that_holds_for_the_assignments_seed_only_fails_under_other_seeds(tmp_path):
+    """A kit draws a seed of its own: a sample that passes only on the size its assignment's seed
+    draws is a case that lets wrong code through. --seeds names the seed and the sample."""
+    import torch
+
+    from grader.assignment.spec import load_assignment
+
+    folder, subs = tiny(tmp_path)
+    (folder / "cases_public.py").write_text((folder / "cases_public.py").read_text() + LUCKY_CASE)
+    inst = next(i for i in load_assignment(folder).instances() if i.id == "drawn_probe")
+    lucky = int(torch.randint(2, 30, (1,), generator=inst.generator(77031)))  # what spec.toml's seed draws
+    (subs / "tiny" / "right.py").write_text(
+        "import torch\n\ndef causal_mask(q_len, k_len=None, device=None):\n"
+        "    k_len = q_len if k_len is None else k_len\n"
+        f"    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(0 if q_len in (4, 9, {lucky}) else -1)\n")
+    assert validate(folder, subs).exit_code == 0  # the assignment's own seed: the lucky draw passes
+
+    r = CliRunner().invoke(main, ["validate", str(folder), "--submissions", str(subs), "--device", "cpu",
+                                  "--seeds", "3"])
+    assert r.exit_code == 1, r.output
+    failed = [line for line in r.output.splitlines() if line.startswith("FAIL seed ")]
+    assert failed and all(line.endswith(": the reference and 1 sample as declared") for line in failed), r.output
+    assert "     tiny/right.py: unexpected failures: drawn_probe" in r.output
+    assert "reference: fails" not in r.output
