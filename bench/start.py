@@ -149,9 +149,9 @@ def import_times(cmd: list[str], runs: int = 3) -> list[tuple[str, float]]:
 
 
 def breakdown(n: int = 40, rounds: int = 2, jobs: int = 2, seed: int = 0, work: Path | None = None,
-              other: Path | None = None) -> dict:
+              other: Path | None = None, only: list[str] | None = None) -> dict:
     """Run every variant `rounds` times (and `other`'s grader, when given); returns the raw runs
-    and the rendered tables."""
+    and the rendered tables. `only`: just these runs ("check / cold", "grade 1 / warm", ...)."""
     work = work or Path(tempfile.mkdtemp(prefix="grader-start-"))
     batch = work / "batch"
     generate.generate(batch, n, seed=seed)
@@ -172,6 +172,11 @@ def breakdown(n: int = 40, rounds: int = 2, jobs: int = 2, seed: int = 0, work: 
     timed_run(commands["grade 1"], cache="warm", cache_dir=warm_dir, cwd=REPO)
     variants = (["other"] if other is not None else []) + list(VARIANTS)
     runs: dict[str, list[dict]] = {f"{c} / {v}": [] for c in commands for v in variants}
+    if only:
+        unknown = [name for name in only if name not in runs]
+        if unknown:
+            raise SystemExit(f"--only: no run named {unknown[0]!r}; the runs are: {', '.join(runs)}")
+        runs = {name: [] for name in runs if name in only}
     torch_s: list[float] = []
     loads: list[str] = []
     for r in range(rounds):
@@ -179,6 +184,8 @@ def breakdown(n: int = 40, rounds: int = 2, jobs: int = 2, seed: int = 0, work: 
         torch_s.append(cold_torch())
         for c, cmd in commands.items():
             for v in variants:
+                if f"{c} / {v}" not in runs:
+                    continue
                 cold_dir = work / f"cache-cold-{r}-{c.replace(' ', '')}"
                 shutil.rmtree(cold_dir, ignore_errors=True)
                 runs[f"{c} / {v}"].append(timed_run(cmd, cache=v, cache_dir=warm_dir if v == "warm" else cold_dir,
@@ -246,10 +253,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ab", type=Path, default=None, metavar="DIR",
                     help="also run the grader of this checkout in every round (A/B)")
+    ap.add_argument("--only", action="append", metavar="RUN",
+                    help='just this run, e.g. "check / cold" or "grade 1 / warm" (repeatable) [all]')
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    res = breakdown(args.n, args.rounds, args.jobs, args.seed, work=OUT / f"start-{stamp}", other=args.ab)
+    res = breakdown(args.n, args.rounds, args.jobs, args.seed, work=OUT / f"start-{stamp}", other=args.ab,
+                    only=args.only)
     (OUT / f"start-{stamp}.json").write_text(json.dumps(res, indent=1))
     (OUT / f"start-{stamp}.md").write_text(res["markdown"])
     print(res["markdown"])
