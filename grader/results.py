@@ -255,12 +255,8 @@ class GradeReport:
 # --- JSON round trip -------------------------------------------------------------------------
 
 def _clean_float(x: float) -> Any:
-    # JSON has no NaN/inf; keep them readable instead of producing invalid JSON.
-    if math.isnan(x):
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return x
+    """JSON has no NaN/inf: the strings "nan", "inf", "-inf" instead (read back by `_num`)."""
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf") if math.isinf(x) else x
 
 
 _PLAIN = (str, int, bool, type(None))
@@ -320,7 +316,9 @@ def to_dict(obj: Any) -> Any:
         return [to_dict(x) for x in obj]
     fields = _fields_of(t)
     if fields is not None:
-        return _dataclass_dict(obj, fields)
+        out = _dataclass_dict(obj, fields)
+        # Most cases pass and fill no evidence: a field left out reads back as its default.
+        return {k: v for k, v in out.items() if v != _EVIDENCE_DEFAULTS[k]} if t is Evidence else out
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, (list, tuple)):
@@ -329,6 +327,8 @@ def to_dict(obj: Any) -> Any:
         return _clean_float(obj)
     return obj
 
+
+_EVIDENCE_DEFAULTS = _dataclass_dict(Evidence(), _fields_of(Evidence) or ())  # every key, at its default
 
 def _num(x: Any) -> Any:
     if isinstance(x, str) and x in ("nan", "inf", "-inf"):

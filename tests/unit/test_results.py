@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 from grader.results import (
@@ -48,3 +49,25 @@ def test_unknown_schema_version_is_refused():
         assert "99" in str(e)
     else:
         raise AssertionError("schema 99 accepted")
+
+
+def test_evidence_keeps_only_what_a_case_filled_and_reads_back_the_same():
+    passed = CaseResult(id="basic", title="Basic", outcome=Outcome.PASSED, points=Points(1, 1), hidden=False,
+                        concept=None, message="")
+    report = dataclasses.replace(_report(), cases=[passed, _report().cases[0],
+                                                   dataclasses.replace(passed, evidence=Evidence(row_sums=[], notes=[]))])
+    d = json.loads(json.dumps(to_dict(report), allow_nan=False))
+    assert d["cases"][0]["evidence"] == {}  # a passed case fills nothing
+    assert set(d["cases"][1]["evidence"]) == {"max_abs_error", "allowed_error", "first_bad_index", "heatmaps"}
+    assert d["cases"][2]["evidence"] == {"row_sums": []}  # an empty list where the default is None is kept
+    assert report_from_dict(d).cases[2].evidence.row_sums == []
+    assert report_from_dict(d).cases[0].evidence == Evidence()
+    assert to_dict(report_from_dict(d)) == to_dict(report)
+
+
+def test_a_result_written_with_every_evidence_key_reads_the_same():
+    """Results written before the evidence left its unfilled keys out hold every key, as null or []."""
+    full = to_dict(_report())
+    full["cases"][0]["evidence"] = {**{f.name: None for f in dataclasses.fields(Evidence)},
+                                    "heatmaps": [], "notes": [], "notes_i18n": [], **full["cases"][0]["evidence"]}
+    assert to_dict(report_from_dict(full)) == to_dict(_report())  # (NaN evidence: compared as JSON)
