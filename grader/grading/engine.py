@@ -268,6 +268,15 @@ class Engine:
             self._reference_runs[inst.id] = known
         return known
 
+    def learn_reference_runs(self, reference_results: list[CaseResult]) -> None:
+        """What grading the reference in the jail showed: a case it passed with nothing to say got
+        through its calls (a call that raised would have made it fail or be inconclusive), so
+        `reference_runs` need not replay it in this process. Replaying a meta-device case here
+        would pay the first meta op's one-off cost (~1 s) in the first engine that asks."""
+        for r in reference_results:
+            if r.outcome is Outcome.PASSED and not r.message:
+                self._reference_runs.setdefault(r.id, True)
+
     # --- building results -------------------------------------------------------------------
 
     def report_without_results(self, info: SubmissionInfo, concept: str, message: Msg | str) -> GradeReport:

@@ -152,6 +152,7 @@ def prove_reference(engine: Engine) -> None:
         raise GraderError(f"the trusted reference fails {len(failed)} of {len(results)} cases in this "
                           f"machine's sandbox ({engine.sandbox.isolation}), so correct code would lose "
                           f"points here; nothing was graded. {listed}")
+    engine.learn_reference_runs(results)
 
 
 def reference_results(engine: Engine) -> list[CaseResult] | None:

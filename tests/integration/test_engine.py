@@ -222,3 +222,29 @@ def test_a_worker_never_holds_a_request_but_the_one_it_answers(engine):
     peeks = [line.split()[1:] for line in (report.load.stdout + report.load.hidden_stdout).splitlines()
              if line.startswith("PEEK")]
     assert len(peeks) > 20 and not any(peeks)
+
+
+def test_the_references_run_in_the_jail_spares_replaying_it_here(sandbox_for, tmp_path, monkeypatch):
+    """A batch proves the reference in the jail before grading: every case it passed there, it got
+    through, so a submission raising on a device case is judged without running the reference again
+    in this process (its first meta op costs about a second, once per slot process)."""
+    import grader.grading.engine as engine_module
+    from grader.grading.factory import prove_reference
+    from grader.grading.reference_run import ReferenceWorker
+
+    a = load_assignment("masked-attention")
+    src = CORRECT.replace("def causal_mask(", "def causal_mask_(") + \
+        "\n\ndef causal_mask(q_len, k_len=None):\n    raise TypeError('no device argument here')\n"
+    fresh, proven = (Engine(a, sandbox_for(limits_for(a))) for _ in range(2))
+    prove_reference(proven)
+    replays = []
+    monkeypatch.setattr(engine_module, "ReferenceWorker", lambda ref: replays.append(ref) or ReferenceWorker(ref))
+
+    def verdicts(engine):
+        return {c.id: (c.outcome, c.concept, str(c.message)) for c in grade(engine, tmp_path, src).cases}
+
+    by_proven = verdicts(proven)
+    assert replays == []
+    assert verdicts(fresh) == by_proven
+    assert replays  # the engine that had not seen the reference's run replayed it for the device cases
+    assert by_proven["causal_mask_on_device"][0] is Outcome.ERROR  # raising is not inconclusive: the reference ran
