@@ -71,8 +71,8 @@ FINITE_MIN = -3.4028234663852886e38
 
 
 def _nums(x: Any) -> Any:
-    if isinstance(x, list):
-        return [_nums(v) for v in x]
+    if isinstance(x, list):  # of numbers, mostly: those are taken as they are, without a call each
+        return [v if type(v) in (float, int) else _nums(v) for v in x]
     if isinstance(x, str) and x in ("nan", "inf", "-inf"):
         return float(x)
     return x

@@ -331,13 +331,11 @@ def to_dict(obj: Any) -> Any:
 _EVIDENCE_DEFAULTS = _dataclass_dict(Evidence(), _fields_of(Evidence) or ())  # every key, at its default
 
 def _num(x: Any) -> Any:
-    if isinstance(x, str) and x in ("nan", "inf", "-inf"):
-        return float(x)
-    return x
+    return float(x) if isinstance(x, str) and x in ("nan", "inf", "-inf") else x
 
 
 def _matrix(rows: Any) -> Any:
-    return None if rows is None else [[_num(v) for v in row] for row in rows]
+    return None if rows is None else [[v if type(v) is not str else _num(v) for v in row] for row in rows]
 
 
 def _read_messages(d: dict, cls: type) -> dict[str, Any]:
@@ -345,6 +343,8 @@ def _read_messages(d: dict, cls: type) -> dict[str, Any]:
     them, else (schema 1, or text no one marked) the English text, looked up when shown."""
     out = {k: v for k, v in d.items() if not k.endswith(I18N)}
     for name, kind in _fields_of(cls) or ():
+        if kind == _VALUE:
+            continue
         texts, items = d.get(name), d.get(name + I18N)
         if kind == _MSG:
             out[name] = Msg.from_list(items) if items else english(str(texts or ""))
