@@ -78,6 +78,21 @@ def json_text(data: Any, *, indent: int | None = None) -> str:
     return storable(json.dumps(data, ensure_ascii=False, allow_nan=False, indent=indent))
 
 
+def json_rows(data: dict, rows: str) -> str:
+    """`json_text` of a dict laid out one line per key and one per item of its list ``data[rows]``:
+    readable and diffable item by item, and written by json's C encoder (``indent`` makes json
+    fall back to its pure-Python encoder, several times slower, and puts every number of a list
+    of numbers on a line of its own)."""
+    fields = []
+    for key, value in data.items():
+        if key == rows and value:
+            items = ",\n".join("    " + json_text(item) for item in value)
+            fields.append(f"  {json_text(key)}: [\n{items}\n  ]")
+        else:
+            fields.append(f"  {json_text(key)}: {json_text(value)}")
+    return "{\n" + ",\n".join(fields) + "\n}\n"
+
+
 def name(raw: str | bytes, limit: int = NAME_LIMIT) -> str:
     """A file or folder name for display: bytes that are not UTF-8 (``surrogateescape``) as ``\\xe9``,
     control, format and bidi characters as ``\\x1b`` / ``\\u202e``; everything else as it is."""

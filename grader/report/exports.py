@@ -18,7 +18,7 @@ from grader.report.outdir import write_text_atomic
 from grader.report.text import clean_block, csv_cell, fmt_points, md_escape, one_line
 from grader.report.view import case_message, case_notes, evidence_facts, load_message
 from grader.results import CaseResult, Concept, GradeReport, Outcome
-from grader.untrusted import json_text
+from grader.untrusted import json_rows
 from grader.assignment.concepts import vocabulary
 from grader.i18n import DEFAULT, N_, tr, translate
 
@@ -123,7 +123,7 @@ def write_gradescope(reports: list[GradeReport], out_dir: str | os.PathLike[str]
                      release_hidden: bool = False) -> list[Path]:
     """`<out_dir>/<id>.json` per student, in Gradescope's results.json format."""
     return [write_text_atomic(Path(out_dir) / f"{report_filename(r.submission.id)}.json",
-                              json_text(gradescope_results(r, release_hidden=release_hidden), indent=2) + "\n")
+                              json_rows(gradescope_results(r, release_hidden=release_hidden), "tests"))
             for r in _by_id(reports)]
 
 

@@ -23,7 +23,7 @@ from grader.report.html import write_submission
 from grader.report.lms import LmsFiles, write_lms
 from grader.report.outdir import write_text_atomic
 from grader.results import GradeReport, report_from_dict, to_dict
-from grader.untrusted import json_text
+from grader.untrusted import json_rows
 from grader.assignment.spec import available
 from grader.i18n import add_assignment_locales
 
@@ -57,17 +57,9 @@ def _check_unique_names(reports: list[GradeReport]) -> None:
 
 
 def result_json_text(data: dict) -> str:
-    """A result as its file holds it: strict JSON, one line per top-level field and one per case.
-    Readable and diffable case by case, a third of ``indent=2``'s size (which puts every number of
-    a heatmap or explorer on a line of its own), and written by the C encoder."""
-    fields = []
-    for key, value in data.items():
-        if key == "cases" and value:
-            rows = ",\n".join("    " + json_text(case) for case in value)
-            fields.append(f"  {json_text(key)}: [\n{rows}\n  ]")
-        else:
-            fields.append(f"  {json_text(key)}: {json_text(value)}")
-    return "{\n" + ",\n".join(fields) + "\n}\n"
+    """A result as its file holds it: strict JSON, one line per top-level field and one per case
+    (`json_rows`), a third of ``indent=2``'s size."""
+    return json_rows(data, "cases")
 
 
 def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str], data: dict | None = None) -> Path:
