@@ -69,11 +69,11 @@ def apply_rlimits(cfg: dict) -> list[str]:
 def main(argv: list[str]) -> None:
     replies = reply_pipe(argv[0])
     requests = request_pipe()
-    import torch  # before the configuration: a spare worker waits here warm
+    # torch, and the first meta-device op (which imports sympy), before the configuration: a spare
+    # worker waits here warm, and pays them at boot as the zygote does, not within a case's time limit.
+    from grader.sandbox.child import warmup
 
-    # The first meta-device op imports much of torch (torch._refs, torch._dynamo): paid here, at
-    # boot, as the zygote pays it for a jailed worker, not within a case's time limit.
-    (torch.empty(1, device="meta") * 2).sum()
+    warmup.warm_meta()
     from grader.sandbox.child import server
     from grader.sandbox.wire import decode_frame, read_frame
 

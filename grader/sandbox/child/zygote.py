@@ -2,7 +2,7 @@
 
 Started by exec (never by forking the grader) with a cleared environment. It imports torch and
 this package only, stays single-threaded and never touches CUDA; the few CPU tensor ops it runs
-to warm up (``_warm_ops``) run on one thread, so that forking it is safe (a fork after a
+to warm up (``grader.sandbox.child.warmup``) run on one thread, so that forking it is safe (a fork after a
 multi-threaded OpenMP region deadlocks). It is driven over an
 inherited SOCK_SEQPACKET socketpair: each "spawn" message carries four fds (status, channel,
 stdout, stderr) and gets back the supervisor's pid. EOF on the socket (the grader closed it or
@@ -24,52 +24,8 @@ import sys
 from typing import Any
 
 
-def _warm_meta() -> None:
-    import torch
-
-    # Meta tensors compute nothing and start no threads, but their first op imports a lot of
-    # Python (torch._refs -> torch._dynamo); pay it once here rather than in every worker.
-    (torch.empty(1, device="meta") * 2).sum()
-
-
-def _warm_ops() -> None:
-    """Run, once, the CPU ops attention code uses, in every dtype the cases use.
-
-    Their first call in a process pays one-off set-up (MKL and oneDNN initialisation, kernel
-    selection, Python-side caches); done here, every worker inherits it instead of paying it again.
-    One thread only (set before this runs): no OpenMP team is ever started, so forking stays safe.
-    Forward only: autograd's engine may start device threads, and the zygote must stay single-threaded.
-    """
-    import math
-
-    import torch
-
-    gen = torch.Generator().manual_seed(0)
-    q = torch.randn(2, 2, 5, 8, generator=gen)
-    keep = torch.ones(5, 5, dtype=torch.bool).tril()
-    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
-        x = q.to(dtype)
-        s = torch.einsum("bhqd,bhkd->bhqk", x, x) / math.sqrt(x.shape[-1])
-        s = torch.matmul(x, x.transpose(-2, -1)).masked_fill(~keep, float("-inf"))
-        s = torch.where(keep, s, torch.finfo(dtype).min)
-        w = torch.nan_to_num(torch.softmax(s, dim=-1))
-        (w @ x).sum()
-        torch.bmm(x.flatten(0, 1), x.flatten(0, 1).transpose(1, 2))
-        torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=keep)
-        torch.cat([x, x], dim=2).view(2, 2, 10, 8).transpose(1, 2).reshape(2, 10, 16)
-    with torch.no_grad():
-        torch.nn.Linear(8, 8, bias=False)(q)
-    # The wire: every worker encodes replies and decodes arguments in these dtypes.
-    from grader.sandbox.wire import PREFIX, decode_frame, encode_frame
-
-    values = [q.to(dtype) for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16)]
-    frame = encode_frame({"ok": True, "value": (values, keep, torch.tensor([1, 2]), [1.5, "x", None])})
-    hlen, _ = PREFIX.unpack(frame[:PREFIX.size])
-    decode_frame(frame[PREFIX.size:PREFIX.size + hlen], frame[PREFIX.size + hlen:])
-
-
 def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = (), pages: bool = True) -> None:
-    # No cyclic collection while importing torch (and torch._dynamo for the meta warm-up): the
+    # No cyclic collection while importing torch (and sympy for the meta warm-up): the
     # imports make ~1e6 objects and little garbage, and each collection would walk the growing heap
     # (docs/performance.md, Sandbox). Everything is frozen below, before the first fork.
     gc.disable()
@@ -91,9 +47,13 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = (), 
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
-    _warm_ops()
+    from grader.sandbox.child import warmup
+
+    warmup.warm_ops()
+    # Even unwarmed, a worker's first meta op then imports sympy, not torch._dynamo as well.
+    warmup.skip_dynamo_wrappers()
     if warm_meta:
-        _warm_meta()
+        warmup.warm_meta()
     from grader.sandbox.child import server, supervisor
     from grader.sandbox.jail import enter
 
@@ -178,7 +138,9 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = (), 
                 mine.add(pid)
                 ctl.send(json.dumps({"pid": pid}).encode())
             elif req.get("op") == "warm_meta" and not fds:
-                _warm_meta()
+                from grader.sandbox.child import warmup
+
+                warmup.warm_meta()
                 ctl.send(json.dumps({"ok": True, "resident": _make_reads_resident(libraries, pages)}).encode())
             else:
                 for fd in fds:

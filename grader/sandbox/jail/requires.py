@@ -1,7 +1,7 @@
 """The installed packages a distribution requires, all the way down, found from their metadata.
 
 torch imports several of the distributions it requires lazily, on first use of a feature: the
-meta device's first op imports ``torch._dynamo``, which imports sympy (and sympy mpmath). A worker
+meta device's first op imports sympy (and sympy mpmath), ``torch.compile`` imports ``torch._dynamo``. A worker
 may read those packages whole (``grader.sandbox.jail.resident``), whether or not its zygote
 imported them, so that what a worker can import does not depend on the zygote's warm-up. Found
 from the installed distributions' metadata (``importlib.metadata``), never from a list of names or
