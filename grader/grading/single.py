@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import os
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +50,27 @@ def start_early(folder: Path, device: str, isolation: str | None = None) -> Earl
                         resident_pages=False)
 
 
-def known_device(device: str) -> bool:
-    """`device` is known without importing torch (not "auto"), so the sandbox can start now."""
-    return device == "cpu" or device.startswith("cuda")
+def early_device(device: str) -> str | None:
+    """The device the sandbox can be started for now, before this process imports torch: `device`
+    when it names one; for "auto", the CPU where this machine shows no GPU that torch could use
+    (Linux: no NVIDIA, AMD or WSL GPU device node; Windows: no CUDA driver; macOS: never one);
+    else None (only torch can tell). A wrong guess costs time, not a wrong sandbox: `grade_one`
+    checks it against torch once imported."""
+    if device == "cpu" or device.startswith("cuda"):
+        return device
+    if device != "auto":
+        return None
+    if sys.platform == "darwin":
+        return "cpu"
+    if sys.platform.startswith("linux"):
+        import glob
+
+        gpu_nodes = [*glob.glob("/dev/nvidia*"), "/dev/kfd", "/dev/dxg"]
+        return None if any(os.path.exists(p) for p in gpu_nodes) else "cpu"
+    if sys.platform == "win32":
+        driver = Path(os.environ.get("SystemRoot", r"C:\Windows"), "System32", "nvcuda.dll")
+        return None if driver.exists() else "cpu"
+    return None
 
 
 @dataclass(frozen=True)
@@ -99,8 +119,9 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
     finishes starting (`grader check` compiles its report's templates then); waited for before
     grade_one returns. What it raises is ignored: the caller meets the same again when it needs it.
     """
-    if early is None and known_device(device):
-        early = start_early(folder, device, isolation)
+    started_for = early_device(device) if early is None else None
+    if started_for is not None:
+        early = start_early(folder, started_for, isolation)
     from grader.submission.intake import Intake
 
     intake = Intake().start()  # the submission is read in its own bounded process, started now
@@ -113,10 +134,14 @@ def grade_one(folder: Path, submission: Path, *, public_only: bool, device: str,
             from grader.assignment.kit import kit_info
             a = load_assignment(folder)
         mark("imports")
-        if early is None:
+        if early is None or (started_for is not None and started_for != device):
             from grader.device import resolve_device
 
             device = str(resolve_device(device))
+            if early is not None and device != started_for:  # a GPU the guess missed
+                early.close()
+                early = None
+        if early is None:
             early = start_early(folder, device, isolation)
         limits = limits_for(a)
         starters = starter_fingerprints(folder)

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from grader.assignment.spec import load_assignment
 from grader.cli.app import main
 from grader.i18n import english, normalise
-from grader.grading.single import Graded
+from grader.grading.single import Graded, early_device
 from grader.report.check_text import check_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -288,3 +288,34 @@ def test_a_cell_that_raises_is_named_as_jupyter_shows_it(tmp_path):
     result = run(str(p), "-a", "masked-attention", "-o", str(tmp_path / "out"))
     assert ("Error while loading (code cell 2 (plot_attention(w) # a helper from the lecture)): "
             "NameError: name 'plot_attention' is not defined") in result.output.splitlines()
+
+
+def test_with_device_auto_the_sandbox_starts_before_the_imports(tmp_path, monkeypatch):
+    """On a machine without a GPU, `--device auto` (the default) starts the sandbox's self-test
+    beside the grader's own torch import instead of after it."""
+    import json
+
+    if early_device("auto") != "cpu":
+        pytest.skip("this machine shows a GPU device node")
+    marks = tmp_path / "marks.jsonl"
+    monkeypatch.setenv("GRADER_TIMINGS", str(marks))
+    result = run(str(CORRECT), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    at = {m["phase"]: m["t"] for m in map(json.loads, marks.read_text().splitlines())}
+    assert at["sandbox.start"] < at["imports"]
+
+
+def test_a_wrong_guess_of_the_device_costs_time_not_the_check(tmp_path, monkeypatch):
+    """The sandbox started for the guessed device is replaced once torch names another one."""
+    import grader.grading.single as single
+
+    started = []
+    real_start = single.start_early
+    monkeypatch.setattr(single, "early_device", lambda device: "cuda" if device == "auto" else device)
+    monkeypatch.setattr(single, "start_early", lambda folder, device, isolation=None: (
+        started.append(device), real_start(folder, device, isolation))[1])
+    monkeypatch.setattr("grader.device.resolve_device", lambda name="auto": __import__("torch").device("cpu"))
+    result = run(str(CORRECT), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    assert started == ["cuda", "cpu"]
+    assert f"Passed {len(PUBLIC)} of {len(PUBLIC)} public cases" in result.output
