@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli.common import (ExitCode, cache_folder, cache_options, dashboard_lang_option, isolation_option,
+from grader.cli.common import (ExitCode, exit_now, cache_folder, cache_options, dashboard_lang_option, isolation_option,
                                lang_option, operator_errors)
 from grader.cli.courses import canvas_column_option, course_options, echo_lms, echo_similarity
 from grader.cli.progress import Progress
@@ -165,12 +165,12 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
         sys.exit(ExitCode.INTERRUPTED)
     _print_summary(result, cfg)
     if result.interrupted:
-        sys.exit(ExitCode.INTERRUPTED)
+        exit_now(ExitCode.INTERRUPTED)
     if result.errors:
         click.echo(f"Error: {len(result.errors)} submission(s) could not be graded because of a grader fault "
                    "(listed above); they are not recorded: run the same command again to retry them.", err=True)
-        sys.exit(ExitCode.FAILED)
-    sys.exit(ExitCode.OK)
+        exit_now(ExitCode.FAILED)
+    exit_now(ExitCode.OK)
 
 
 def _print_summary(result, cfg) -> None:

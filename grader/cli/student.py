@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from grader.errors import GraderError, OutputNotWritable
-from grader.cli.common import (ExitCode, cache_folder, cache_options, isolation_option, lang_option,
+from grader.cli.common import (ExitCode, exit_now, cache_folder, cache_options, isolation_option, lang_option,
                                operator_errors, prestart_sandbox,
                                student_errors)
 from grader.cli.click_language import StudentCommand
@@ -55,18 +54,6 @@ def _writable_file(path: Path) -> Path:
     if path.is_dir():
         raise OutputNotWritable(tr("cannot write to {path}: it is a folder", path=str(path)))
     return path
-
-
-def _exit_now(code: int) -> None:
-    """Exit with ``code``. As a real command (not under CliRunner or a test's capture), skip the
-    interpreter's tear-down of torch (docs/performance.md): everything of ours is written and closed by now."""
-    out, err = sys.stdout, sys.stderr  # None without a console (pythonw): then no fast path
-    if out is sys.__stdout__ and err is sys.__stderr__ and out is not None and err is not None \
-            and threading.active_count() == 1:
-        out.flush()
-        err.flush()
-        os._exit(int(code))
-    sys.exit(code)
 
 
 # --- grader check --------------------------------------------------------------------------
@@ -139,7 +126,7 @@ def check(submission: Path, assignment: str | None, out_dir: Path, device: str, 
         mark("report.written")
     finally:
         g.finish()
-    _exit_now(ExitCode.OK if all_passed(g.report) else ExitCode.FAILED)
+    exit_now(ExitCode.OK if all_passed(g.report) else ExitCode.FAILED)
 
 
 def _prepare_report(lang: str) -> None:

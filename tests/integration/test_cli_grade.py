@@ -198,6 +198,29 @@ def _six_submissions(folder: Path) -> Path:
 
 
 @pytest.mark.slow
+def test_the_real_command_exits_fast_and_leaves_nothing_behind(tmp_path):
+    """As a real process `grader grade` skips the interpreter's tear-down of torch; its exit
+    status, outputs and the sandbox's clean-up (the scratch root under TMPDIR) are the same."""
+    import os
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cls = tmp_path / "class"
+    cls.mkdir()
+    shutil.copy(SAMPLES / "correct" / "sdpa.py", cls / "sdpa.py")
+    shutil.copy(SAMPLES / "buggy" / "no_scaling.py", cls / "no_scaling.py")
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "grader", "grade", str(cls), "-a", "masked-attention", "-o", str(out),
+                        "-j", "2"], cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "2 submission(s): 2 graded, 0 reused" in p.stdout  # the summary is flushed before the exit
+    assert sorted(r.stem for r in (out / "results").glob("*.json")) == ["no_scaling", "sdpa"]
+    assert runs(out)[-1][1:] == ("complete", 2, 0)
+    assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])  # -j 2: slot processes (grader/batch/slots.py), -j 1: one thread
 def test_sigint_stops_cleanly_and_the_rerun_resumes_without_loss_or_duplicates(tmp_path, jobs):
     import signal
