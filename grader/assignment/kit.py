@@ -83,6 +83,12 @@ def code_fingerprint(data: bytes, name: str) -> str | None:
     return hashlib.sha256("\n".join(lines).strip().encode("utf-8")).hexdigest()
 
 
+def starter_files(folder: Path) -> list[Path]:
+    """The starter files (.py and .ipynb) in an assignment folder's ``starter/``, sorted."""
+    starter = folder / "starter"
+    return [p for p in (sorted(starter.glob("*")) if starter.is_dir() else []) if p.suffix in (".py", ".ipynb")]
+
+
 def starter_fingerprints(folder: Path) -> dict[str, str]:
     """Starter name -> fingerprint for an assignment folder: a kit's recorded ones, else the
     instructor's ``starter/`` files."""
@@ -93,8 +99,8 @@ def starter_fingerprints(folder: Path) -> dict[str, str]:
     if info is not None:
         return info.starters
     out = {}
-    for p in sorted((folder / "starter").glob("*")) if (folder / "starter").is_dir() else []:
-        if p.suffix in (".py", ".ipynb") and p.is_file():
+    for p in starter_files(folder):
+        if p.is_file():
             fp = code_fingerprint(p.read_bytes(), p.name)
             if fp:
                 out[p.name] = fp

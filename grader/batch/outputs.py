@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 
 from grader import __version__
+from grader.assignment.kit import starter_files
 from grader.assignment.spec import Assignment
 from grader.batch.config import BatchConfig, BatchResult, ConceptRate, Summary
 from grader.report import RunInfo, load_results, write_all
@@ -23,9 +24,12 @@ from grader.similarity.pairs import Document, ranked_pairs
 from grader.submission.load import LoadedSubmission, load_submission
 
 
-def write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], result: BatchResult) -> None:
+def write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], result: BatchResult,
+                  starters: list[LoadedSubmission] | None = None) -> None:
     """Similarity over this run's submissions, then the dashboard and exports over every result of
-    this assignment in the folder; `result` says what was written, and the summary."""
+    this assignment in the folder; `result` says what was written, and the summary. `starters`:
+    the assignment's starter files as read already (`grader.assignment.kit.starter_files`); None:
+    read them now."""
     a = cfg.assignment
     results_dir = cfg.out_dir / "results"
     if not any(results_dir.glob("*.json")):
@@ -35,7 +39,7 @@ def write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], result
         return
     if cfg.similarity and len(subs) >= 2:
         result.similarity, _, result.similar_pairs = write_batch_similarity(
-            a, subs, reports, cfg.out_dir, lang=cfg.dashboard_lang)
+            a, subs, reports, cfg.out_dir, lang=cfg.dashboard_lang, starters=starters)
     run = RunInfo(assignment=a.id, version=a.version, title=a.title, grader_version=__version__,
                   isolation=", ".join(sorted({r.environment.isolation for r in reports})))
     written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False,
@@ -72,23 +76,26 @@ def document(student_id: str, sub: LoadedSubmission) -> Document:
     return Document(student_id, units, labels, fingerprints(normalised_tokens(units)))
 
 
-def starter_documents(assignment: Assignment) -> list[Document]:
-    """Every starter file (.py and notebook) of the assignment, as the similarity report reads it."""
-    folder = assignment.dir / "starter"
-    return [document("starter", load_submission(path, main_module=assignment.main_module,
-                                                cell_tag=assignment.cell_tag))
-            for path in (sorted(folder.glob("*")) if folder.is_dir() else []) if path.suffix in (".py", ".ipynb")]
+def starter_documents(assignment: Assignment, loaded: list[LoadedSubmission] | None = None) -> list[Document]:
+    """The starter files as the similarity report reads them; `loaded`: those files read already
+    (a batch has its intake read them beside the sandbox's start, instead of importing nbformat here
+    at the end)."""
+    if loaded is None or any(s.error for s in loaded):  # what the intake could not read, read here
+        loaded = [load_submission(path, main_module=assignment.main_module, cell_tag=assignment.cell_tag)
+                  for path in starter_files(assignment.dir)]
+    return [document("starter", s) for s in loaded]
 
 
 def write_batch_similarity(assignment: Assignment, subs: dict[str, LoadedSubmission], reports: list[GradeReport],
-                           out_dir: Path, *, lang: str | None = None) -> tuple[Path, Path, int]:
+                           out_dir: Path, *, lang: str | None = None,
+                           starters: list[LoadedSubmission] | None = None) -> tuple[Path, Path, int]:
     """similarity.html and .csv over `subs` (student id -> what was loaded) and their reports;
-    returns both paths and the number of pairs listed."""
+    returns both paths and the number of pairs listed. `starters`: see `starter_documents`."""
     docs = {sid: document(sid, s) for sid, s in sorted(subs.items()) if not s.error}
     graded = [r for r in reports if r.submission.id in subs]
-    starters = starter_documents(assignment)
-    hashes = {h for d in starters for h in d.prints.hashes}
-    lines = frozenset(line.strip() for d in starters for u in d.units for line in u.splitlines() if line.strip())
+    starter_docs = starter_documents(assignment, starters)
+    hashes = {h for d in starter_docs for h in d.prints.hashes}
+    lines = frozenset(line.strip() for d in starter_docs for u in d.units for line in u.splitlines() if line.strip())
     pairs = ranked_pairs(list(docs.values()), hashes, graded)
     page, table = write_similarity(pairs, docs, out_dir, assignment=assignment.id, compared=len(subs),
                                    starter=lines, lang=lang)

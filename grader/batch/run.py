@@ -25,6 +25,7 @@ import torch
 
 from grader import __version__
 from grader.assignment.fingerprint import fingerprint
+from grader.assignment.kit import starter_files
 from grader.batch.config import BatchConfig, BatchResult, Event, EventKind, Ready, Todo
 from grader.batch.local import LocalBackend
 from grader.batch.recording import OutputLock, Tally, prepare_output, reuse
@@ -82,6 +83,10 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
             on_event(Event(EventKind.WARNING, 0, 0, message=warning))
         # Each student's files read behind the intake's boundary, never in this loop's process.
         subs = [intake.load(f.path, main_module=a.main_module, cell_tag=a.cell_tag) for f in found.submissions]
+        # The starter files too (the similarity report leaves their code out), read now by the same
+        # process instead of at the end, on this process's critical path.
+        starters = ([intake.load(p, main_module=a.main_module, cell_tag=a.cell_tag) for p in starter_files(a.dir)]
+                    if cfg.similarity and len(subs) >= 2 else None)
         intake.close()
         mark("submissions.read", n=len(subs))
         mode = mode_of(public_only=False, device=dev.type)
@@ -118,7 +123,8 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
             from grader.batch.outputs import write_outputs
 
             mark("outputs.start")
-            write_outputs(cfg, subs={f.id: s for f, s in zip(found.submissions, subs)}, result=result)
+            write_outputs(cfg, subs={f.id: s for f, s in zip(found.submissions, subs)}, result=result,
+                          starters=starters)
             mark("outputs.end")
     result.elapsed_s = time.perf_counter() - t0
     return result
