@@ -82,8 +82,16 @@ def install(name: str, log=None) -> tuple[bool, str]:
 
 
 if __name__ == "__main__":
-    names = sys.argv[1:] or list(PEERS)
+    import argparse
     import concurrent.futures as cf
+
+    ap = argparse.ArgumentParser(description="Install the peer graders the bench compares with, each into "
+                                             "its own virtualenv under bench/out/ (cached).")
+    ap.add_argument("names", nargs="*", metavar="PEER", help=f"which peers ({', '.join(PEERS)}) [all]")
+    names = ap.parse_args().names or list(PEERS)
+    unknown = [n for n in names if n not in PEERS]
+    if unknown:
+        ap.error(f"unknown peer {', '.join(unknown)} (choose from {', '.join(PEERS)})")
     with cf.ThreadPoolExecutor(len(names)) as ex:
         for msg in ex.map(lambda n: install(n)[1], names):
             print(msg, flush=True)

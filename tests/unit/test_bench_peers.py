@@ -61,3 +61,20 @@ def test_otter_submission_is_the_released_notebook_with_the_student_cells(tmp_pa
                              'grader.check("q1_causal_rect")', "grader.export(run_tests=True)"]
     assert sub["metadata"] == release["metadata"]
     assert cmd[1:4] == ["run", "-a", str(tmp_path / "autograder.zip")] and cmd[-1] == str(work / "submission.ipynb")
+
+
+def test_peers_install_refuses_an_unknown_name_before_installing_anything(monkeypatch, capsys):
+    import runpy
+
+    import peers_install
+    import pytest
+
+    made = []
+    monkeypatch.setattr(peers_install.subprocess, "run", lambda *a, **k: made.append(a))
+    for argv, code in ((["--help"], 0), (["nbgrader", "bogus"], 2)):
+        monkeypatch.setattr(sys, "argv", ["peers_install.py", *argv])
+        with pytest.raises(SystemExit) as e:
+            runpy.run_path(str(BENCH / "peers_install.py"), run_name="__main__")
+        assert e.value.code == code
+    assert made == []  # no virtualenv made, no pip run
+    assert "unknown peer bogus (choose from nbgrader, otter)" in capsys.readouterr().err
