@@ -9,8 +9,14 @@ bounded, never executed) and the assignment's own starter files; it compares in
 
 from __future__ import annotations
 
+import os
+import pickle
 import statistics
+import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from grader import __version__
 from grader.assignment.kit import starter_files
@@ -37,18 +43,62 @@ def write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], result
     reports = [r for r in load_results(results_dir) if r.assignment.id == a.id]
     if not reports:
         return
+    similarity = None
     if cfg.similarity and len(subs) >= 2:
-        result.similarity, _, result.similar_pairs = write_batch_similarity(
-            a, subs, reports, cfg.out_dir, lang=cfg.dashboard_lang, starters=starters)
-    run = RunInfo(assignment=a.id, version=a.version, title=a.title, grader_version=__version__,
-                  isolation=", ".join(sorted({r.environment.isolation for r in reports})))
-    written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False,
-                        pages_current=result.pages_written, lang=cfg.lang, dashboard_lang=cfg.dashboard_lang,
-                        canvas_column=cfg.canvas_column)
+        similarity = Aside(lambda: write_batch_similarity(a, subs, reports, cfg.out_dir, lang=cfg.dashboard_lang,
+                                                          starters=starters))
+    try:
+        run = RunInfo(assignment=a.id, version=a.version, title=a.title, grader_version=__version__,
+                      isolation=", ".join(sorted({r.environment.isolation for r in reports})))
+        written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False,
+                            pages_current=result.pages_written, lang=cfg.lang, dashboard_lang=cfg.dashboard_lang,
+                            canvas_column=cfg.canvas_column, similarity=True if similarity is not None else None)
+    finally:
+        if similarity is not None:
+            result.similarity, _, result.similar_pairs = similarity.result()
     result.dashboard = written.index
     result.lms = written.lms
     result.summary = summarize(reports)
     result.earlier = sum(r.submission.id not in subs for r in reports)
+
+
+class Aside:
+    """`fn()` run in a forked child while this process goes on, so that the end of a batch uses
+    both cores (the similarity report beside the dashboard and exports: ~0.2 s of 0.5 for a class
+    of 40). Only on Linux and with this process down to one thread, so no lock the child needs
+    can be held by a thread that is not there; elsewhere, or when the child fails in any way,
+    `result()` runs `fn` here (and raises what it raises)."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self._fn = fn
+        self._pid = 0
+        self._read = -1
+        if not sys.platform.startswith("linux") or threading.active_count() != 1:
+            return
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the caller's code
+            try:
+                os.close(read)
+                data = pickle.dumps(fn())
+                with os.fdopen(write, "wb") as f:
+                    f.write(data)
+            finally:
+                os._exit(0)
+        os.close(write)
+        self._pid, self._read = pid, read
+
+    def result(self) -> Any:
+        if self._pid:
+            with os.fdopen(self._read, "rb") as f:
+                data = f.read()
+            os.waitpid(self._pid, 0)
+            self._pid = 0
+            try:
+                return pickle.loads(data)
+            except Exception:  # noqa: BLE001 - the child died or failed: do it here
+                pass
+        return self._fn()
 
 
 def summarize(reports: list[GradeReport]) -> Summary:

@@ -248,9 +248,11 @@ def render_dashboard(reports: list[GradeReport], *, run: RunInfo | Mapping[str, 
 
 
 def write_dashboard(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
-                    run: RunInfo | Mapping[str, object] | None = None, lang: str | None = None) -> Path:
+                    run: RunInfo | Mapping[str, object] | None = None, lang: str | None = None,
+                    similarity: bool | None = None) -> Path:
     """Write `<out_dir>/index.html` (in `lang`, see `render_dashboard`), linking to the similarity
-    report when one is there; returns its path."""
+    report when one is there (`similarity` None) or when told it will be (True: it is being written
+    beside this one); returns its path."""
     out = Path(out_dir)
-    return write_text_atomic(out / "index.html", render_dashboard(
-        reports, run=run, lang=lang, similarity=(out / SIMILARITY_PAGE).is_file()))
+    linked = (out / SIMILARITY_PAGE).is_file() if similarity is None else similarity
+    return write_text_atomic(out / "index.html", render_dashboard(reports, run=run, lang=lang, similarity=linked))

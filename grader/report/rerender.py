@@ -72,13 +72,15 @@ def write_result_json(report: GradeReport, results_dir: str | os.PathLike[str], 
 def write_all(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
               run: RunInfo | Mapping[str, object] | None = None, release_hidden: bool = False,
               write_results: bool = True, pages_current: Collection[str] = (), lang: str | None = None,
-              dashboard_lang: str | None = None, canvas_column: str | None = None) -> Written:
+              dashboard_lang: str | None = None, canvas_column: str | None = None,
+              similarity: bool | None = None) -> Written:
     """Write the per-student reports, the dashboard and every export (and the JSON, unless told not to).
     `pages_current`: submission ids whose page the caller has just written from the same report with
     the same `release_hidden` and language (a batch writes each page as it is graded); those are not
     rendered again. `lang`: the students' pages' language (default: each report's own);
     `dashboard_lang`: the dashboard's (default: the grader's locale). `canvas_column`: the Canvas
-    assignment column's header (default: the assignment's title)."""
+    assignment column's header (default: the assignment's title). `similarity`: whether the
+    dashboard links the similarity report (default: when its page is there)."""
     out = Path(out_dir)
     _check_unique_names(reports)
     info = RunInfo.coerce(run, reports)
@@ -91,7 +93,7 @@ def write_all(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
         pages.append(page)
     return Written(
         reports=pages,
-        index=write_dashboard(reports, out, run=info, lang=dashboard_lang),
+        index=write_dashboard(reports, out, run=info, lang=dashboard_lang, similarity=similarity),
         grades_csv=write_grades_csv(reports, out / "grades.csv"),
         gradescope=write_gradescope(reports, out / "gradescope", release_hidden=release_hidden),
         junit=write_junit(reports, out / "junit.xml"),
