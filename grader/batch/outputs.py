@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import statistics
 import sys
 import threading
@@ -53,9 +54,12 @@ def write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], result
         written = write_all(reports, cfg.out_dir, run=run, release_hidden=cfg.release_hidden, write_results=False,
                             pages_current=result.pages_written, lang=cfg.lang, dashboard_lang=cfg.dashboard_lang,
                             canvas_column=cfg.canvas_column, similarity=True if similarity is not None else None)
-    finally:
+    except BaseException:  # Ctrl-C or a failed export: stop the child, do not redo its work
         if similarity is not None:
-            result.similarity, _, result.similar_pairs = similarity.result()
+            similarity.cancel()
+        raise
+    if similarity is not None:
+        result.similarity, _, result.similar_pairs = similarity.result()
     result.dashboard = written.index
     result.lms = written.lms
     result.summary = summarize(reports)
@@ -99,6 +103,17 @@ class Aside:
             except Exception:  # noqa: BLE001 - the child died or failed: do it here
                 pass
         return self._fn()
+
+    def cancel(self) -> None:
+        """Stop the child, if any, and reap it; `result()` is not to be called after."""
+        if self._pid:
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self._pid, 0)
+            os.close(self._read)
+            self._pid = 0
 
 
 def summarize(reports: list[GradeReport]) -> Summary:

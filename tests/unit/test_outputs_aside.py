@@ -54,3 +54,17 @@ def test_the_child_is_reaped_by_result():
     assert aside.result() == 42
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # already reaped: no zombie left behind
+
+
+def test_cancel_stops_and_reaps_the_child():
+    if not forks():
+        pytest.skip("no fork here (other threads are running): nothing to stop")
+    import time
+
+    aside = Aside(lambda: time.sleep(60))
+    pid = aside._pid
+    started = time.monotonic()
+    aside.cancel()
+    assert time.monotonic() - started < 10  # killed, not waited for
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
