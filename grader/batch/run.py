@@ -83,8 +83,8 @@ def _run(cfg: BatchConfig, on_event: Callable[[Event], None], t0: float, intake:
             on_event(Event(EventKind.WARNING, 0, 0, message=warning))
         # Each student's files read behind the intake's boundary, never in this loop's process.
         subs = [intake.load(f.path, main_module=a.main_module, cell_tag=a.cell_tag) for f in found.submissions]
-        # The starter files too (the similarity report leaves their code out), read now by the same
-        # process instead of at the end, on this process's critical path.
+        # The starter files too (the similarity report leaves their code out): read by the intake now,
+        # beside the sandbox's start, not by this process at the end.
         starters = ([intake.load(p, main_module=a.main_module, cell_tag=a.cell_tag) for p in starter_files(a.dir)]
                     if cfg.similarity and len(subs) >= 2 else None)
         intake.close()

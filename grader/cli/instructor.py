@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from grader.cli.common import (ExitCode, exit_now, cache_folder, cache_options, dashboard_lang_option, isolation_option,
-                               lang_option, operator_errors)
+from grader.cli.common import (ExitCode, cache_folder, cache_options, dashboard_lang_option, exit_now,
+                               isolation_option, lang_option, operator_errors)
 from grader.cli.courses import canvas_column_option, course_options, echo_lms, echo_similarity
 from grader.cli.progress import Progress
 from grader.cli.progress import shown as _shown

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import click
 
 from grader.errors import GraderError, OutputNotWritable
-from grader.cli.common import (ExitCode, exit_now, cache_folder, cache_options, isolation_option, lang_option,
+from grader.cli.common import (ExitCode, cache_folder, cache_options, exit_now, isolation_option, lang_option,
                                operator_errors, prestart_sandbox,
                                student_errors)
 from grader.cli.click_language import StudentCommand

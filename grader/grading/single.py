@@ -63,10 +63,10 @@ def early_device(device: str) -> str | None:
     if sys.platform == "darwin":
         return "cpu"
     if sys.platform.startswith("linux"):
-        import glob
+        from grader.sandbox.jail.paths import gpu_devices
 
-        gpu_nodes = [*glob.glob("/dev/nvidia*"), "/dev/kfd", "/dev/dxg"]
-        return None if any(os.path.exists(p) for p in gpu_nodes) else "cpu"
+        amd_or_wsl = ("/dev/kfd", "/dev/dxg")
+        return None if gpu_devices("cuda") or any(os.path.exists(p) for p in amd_or_wsl) else "cpu"
     if sys.platform == "win32":
         driver = Path(os.environ.get("SystemRoot", r"C:\Windows"), "System32", "nvcuda.dll")
         return None if driver.exists() else "cpu"

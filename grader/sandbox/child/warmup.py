@@ -59,7 +59,8 @@ def warm_meta() -> bool:
 
     import torch
 
-    skip_dynamo_wrappers()
+    if not already_skipping():
+        skip_dynamo_wrappers()
     # Matmul, softmax, masked_fill, comparisons, tril: the kernels the device-placement cases reach.
     x = torch.empty(2, 2, 5, 8, device="meta")
     keep = torch.ones(5, 5, dtype=torch.bool, device="meta").tril()
@@ -68,6 +69,14 @@ def warm_meta() -> bool:
     _ = torch.arange(5, device="meta").view(1, -1) < torch.tensor([3], device="meta").view(-1, 1)
     skip_dynamo_wrappers()  # kernels of modules the ops above imported
     return "torch._dynamo" not in sys.modules
+
+
+def already_skipping() -> bool:
+    """`skip_dynamo_wrappers` ran in this process: the wrappers that existed then are marked, and
+    the decorator marks those made since."""
+    import torch._compile as compile_api
+
+    return hasattr(compile_api._disable_dynamo, "_grader_original")
 
 
 def skip_dynamo_wrappers() -> int:

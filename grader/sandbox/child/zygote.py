@@ -138,8 +138,6 @@ def main(ctl_fd: int, warm_meta: bool = False, libraries: tuple[str, ...] = (), 
                 mine.add(pid)
                 ctl.send(json.dumps({"pid": pid}).encode())
             elif req.get("op") == "warm_meta" and not fds:
-                from grader.sandbox.child import warmup
-
                 warmup.warm_meta()
                 ctl.send(json.dumps({"ok": True, "resident": _make_reads_resident(libraries, pages)}).encode())
             else:
