@@ -47,7 +47,12 @@ def child_env(device: str) -> dict[str, str]:
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1",
            "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))}
+           "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__))),
+           # The zygote's heap (~190 MB once torch is imported) in transparent huge pages: every
+           # fork copies, and every worker's exit unmaps, one entry per 2 MiB instead of one per
+           # 4 KiB page. Python objects go through malloc (not pymalloc's own 4 KiB-mapped arenas)
+           # and glibc's malloc asks for huge pages; a C library or kernel without them ignores it.
+           "PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
     if device.startswith("cuda") and "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return env
