@@ -176,3 +176,6 @@ class BatchResult:
     elapsed_s: float = 0.0
     pages_written: set[str] = field(default_factory=set)
     """Submission ids whose HTML page this run wrote as it graded them (not rendered again at the end)."""
+    recorded: dict[str, GradeReport] = field(default_factory=dict)
+    """This run's results by file name (`<id>.json`): each report as its file was written or found
+    to hold; the end of the batch reads only the other files of the results folder."""

@@ -41,7 +41,7 @@ def write_outputs(cfg: BatchConfig, *, subs: dict[str, LoadedSubmission], result
     results_dir = cfg.out_dir / "results"
     if not any(results_dir.glob("*.json")):
         return
-    reports = [r for r in load_results(results_dir) if r.assignment.id == a.id]
+    reports = [r for r in load_results(results_dir, known=result.recorded) if r.assignment.id == a.id]
     if not reports:
         return
     similarity = None

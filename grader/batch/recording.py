@@ -97,6 +97,7 @@ def reuse(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, keys: 
         path = cfg.out_dir / "results" / f"{report_filename(key.student_id)}.json"
         if not _same_json(path, prior):
             write_result_json(prior, path.parent)
+        result.recorded[path.name] = prior
         book.record(run_id, prior, reused=True)
         result.reused += 1
         result.failed_to_load += not prior.load.ok
@@ -141,6 +142,7 @@ class Tally:
             return
         record(self.cfg, self.ledger, self.book, self.run_id, key, report, data)
         self.result.pages_written.add(report.submission.id)
+        self.result.recorded[f"{report_filename(report.submission.id)}.json"] = report
         self.result.graded += 1
         self.result.failed_to_load += not report.load.ok
         self.failing += report.score.earned < report.score.possible

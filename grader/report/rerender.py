@@ -103,13 +103,21 @@ def write_all(reports: list[GradeReport], out_dir: str | os.PathLike[str], *,
     )
 
 
-def load_results(results_dir: str | os.PathLike[str]) -> list[GradeReport]:
-    """Every `*.json` GradeReport in `results_dir`, sorted by file name."""
+def load_results(results_dir: str | os.PathLike[str],
+                 known: Mapping[str, GradeReport] | None = None) -> list[GradeReport]:
+    """Every `*.json` GradeReport in `results_dir`, sorted by file name. `known`: reports held in
+    memory already, by file name (`<id>.json`), each the one its file was written from (a batch's
+    own results): those files are not read again."""
     folder = Path(results_dir)
     if not folder.is_dir():
         raise ResultsUnreadable(f"no results folder at {folder}; expected <out>/results/<student_id>.json files")
+    known = known or {}
     reports = []
     for path in sorted(folder.glob("*.json")):
+        held = known.get(path.name)
+        if held is not None:
+            reports.append(held)
+            continue
         try:
             reports.append(report_from_dict(json.loads(path.read_text(encoding="utf-8"))))
         except (ValueError, KeyError, TypeError) as e:

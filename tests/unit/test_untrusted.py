@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
@@ -25,7 +26,7 @@ from grader.assignment.fingerprint import Fingerprint
 from grader.records.ledger import Ledger, LedgerKey
 from grader.report import gradescope_results, grades_csv, junit_xml, markdown_summary, render_dashboard
 from grader.report import render_submission, write_all
-from grader.report.rerender import load_results, write_result_json
+from grader.report.rerender import ResultsUnreadable, load_results, write_result_json
 from grader.results import report_from_dict, to_dict
 from grader.sandbox.wire import PREFIX, decode_frame, encode_frame
 
@@ -228,3 +229,17 @@ def test_report_dicts_hold_only_valid_text_after_the_rule():
     text = untrusted.json_text(to_dict(_nasty()))
     assert not re.search("[\ud800-\udfff]", text)
     json.loads(text)
+
+
+def test_load_results_takes_held_reports_for_their_files_and_reads_the_rest(tmp_path):
+    # A batch's own results are held in memory: their files are not read again (this one would not
+    # even parse); the others are read, and the order is still the files' order.
+    report = _nasty()
+    write_result_json(report, tmp_path / "results")
+    (tmp_path / "results" / "aaa.json").write_text("not json", encoding="utf-8")
+    with pytest.raises(ResultsUnreadable):
+        load_results(tmp_path / "results")
+    held = _base()
+    reports = load_results(tmp_path / "results", known={"aaa.json": held})
+    assert reports[0] is held and len(reports) == 2
+    assert reports[1].submission.id == untrusted.storable(nasty.ALL)
