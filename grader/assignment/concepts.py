@@ -13,6 +13,7 @@ Torch-free: finding and reading specs must stay cheap.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from grader.errors import AssignmentSpecError
@@ -22,7 +23,13 @@ CORE = ("signature", "load-error", "timeout", "crash", "exception", "not-run")
 """Concepts the grader names itself, for any assignment (an assignment may reword them)."""
 
 def builtin() -> dict[str, Concept]:
-    """The attention vocabulary every result before per-assignment concepts was graded with."""
+    """The attention vocabulary every result before per-assignment concepts was graded with (a
+    fresh dict each call; its Concepts are frozen)."""
+    return dict(_builtin())
+
+
+@functools.cache
+def _builtin() -> dict[str, Concept]:
     from grader.assignment.builtin import CLASS_PHRASES, CONCEPTS, EXPLANATIONS
 
     return {cid: Concept(cid, title, EXPLANATIONS.get(cid, ""), CLASS_PHRASES.get(cid, ""))

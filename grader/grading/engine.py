@@ -79,6 +79,8 @@ class Engine:
         self.setups: dict[str, Setup] = dict(setups or {})
         """Case instance id -> its setup, computed once (`setup`), shared by engines of one batch."""
         self._environment: Environment | None = None
+        self._reply_caps: dict[str, int] = {}
+        """Case instance id -> the largest reply its calls may return (`reply_cap` of its setup)."""
         self.intake = Intake()
         """Reads the submissions `grade_path` is given, behind the boundary (its process starts on first use)."""
         self._reference_runs: dict[str, bool] = {}
@@ -223,7 +225,10 @@ class Engine:
         """Run one case's check against `worker`: its outcome and verdict. The student's exceptions,
         timeouts and crashes are verdicts; the case's own exceptions are the author's
         (AssignmentSpecError)."""
-        worker.reply_cap = reply_cap(self.setup(inst))
+        cap = self._reply_caps.get(inst.id)
+        if cap is None:
+            cap = self._reply_caps[inst.id] = reply_cap(self.setup(inst))
+        worker.reply_cap = cap
         calls = DigestingCalls(worker)
         try:
             v = check_of(inst)(Student(calls, self.defaults), self.setup(inst), inst.param)

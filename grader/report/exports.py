@@ -148,6 +148,7 @@ def junit_xml(reports: list[GradeReport]) -> str:
                               timestamp=_timestamp(r.graded_at), hostname="localhost",
                               tests=str(len(suite_cases)), failures=str(failures), errors=str(errors),
                               skipped="0", time=f"{time:.3f}")
+        vocab = vocabulary(r.concepts)
         props = ET.SubElement(suite, "properties")
         for name, value in (("score", f"{r.score.earned:g}/{r.score.possible:g}"),
                             ("assignment_version", r.assignment.version), ("loaded", str(r.load.ok).lower())):
@@ -161,7 +162,7 @@ def junit_xml(reports: list[GradeReport]) -> str:
             shown = not c.hidden
             message = one_line(str(c.message), 500) if shown else "hidden case did not pass"
             el = ET.SubElement(tc, tag, message=message, type=c.concept or c.outcome.value)
-            el.text = _case_text(c, details=shown, vocab=vocabulary(r.concepts))
+            el.text = _case_text(c, details=shown, vocab=vocab)
         ET.SubElement(suite, "system-out").text = clean_block(r.load.stdout, 8000)
         ET.SubElement(suite, "system-err").text = clean_block(
             "\n".join(filter(None, [str(r.load.message), *(f"cell {e.cell}: {e.error}" for e in r.load.cell_errors),
