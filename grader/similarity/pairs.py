@@ -85,8 +85,13 @@ def _counted(docs: list[Document], starter: set[int]) -> dict[str, set[int]]:
     return {d.student_id: d.prints.hashes - starter - common for d in docs}
 
 
-def _lines(doc: Document, hashes: set[int]) -> frozenset[tuple[int, int]]:
-    return frozenset(line for h in hashes for place in doc.prints.spans.get(h, ()) for line in place)
+def _lines_by_hash(doc: Document) -> dict[int, frozenset[tuple[int, int]]]:
+    """Each hash of `doc` -> the (unit, line) places it covers."""
+    return {h: frozenset(line for place in places for line in place) for h, places in doc.prints.spans.items()}
+
+
+def _lines(lines_by_hash: dict[int, frozenset[tuple[int, int]]], hashes: set[int]) -> frozenset[tuple[int, int]]:
+    return frozenset().union(*(lines_by_hash[h] for h in hashes if h in lines_by_hash))
 
 
 def code_pairs(docs: list[Document], starter: set[int]) -> dict[tuple[str, str], Pair]:
@@ -101,14 +106,18 @@ def code_pairs(docs: list[Document], starter: set[int]) -> dict[tuple[str, str],
         for a, b in itertools.combinations(sorted(ids), 2):
             shared[(a, b)] += 1
     docs_by_id = {d.student_id: d for d in docs}
+    lines: dict[str, dict[int, frozenset[tuple[int, int]]]] = {}  # student id -> _lines_by_hash, when first needed
     out = {}
     for (a, b), n in shared.items():
         na, nb = len(counted[a]), len(counted[b])
         if n / max(1, min(na, nb)) < MIN_CODE:
             continue
         both = counted[a] & counted[b]
-        out[(a, b)] = Pair(a, b, code_a=n / na, code_b=n / nb, lines_a=_lines(docs_by_id[a], both),
-                           lines_b=_lines(docs_by_id[b], both))
+        for sid in (a, b):
+            if sid not in lines:
+                lines[sid] = _lines_by_hash(docs_by_id[sid])
+        out[(a, b)] = Pair(a, b, code_a=n / na, code_b=n / nb, lines_a=_lines(lines[a], both),
+                           lines_b=_lines(lines[b], both))
     return out
 
 
