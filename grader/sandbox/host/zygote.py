@@ -41,18 +41,13 @@ LINUX = sys.platform.startswith("linux")
 
 
 def child_env(device: str) -> dict[str, str]:
-    """The whole environment of the zygote, the jail probe and fresh workers."""
+    """The whole environment of the zygote (a batch's adds `HUGE_HEAP`), the jail probe and fresh workers."""
     import grader
 
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1",
            "PYTHONDONTWRITEBYTECODE": "1",
-           "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__))),
-           # The zygote's heap (~190 MB once torch is imported) in transparent huge pages: every
-           # fork copies, and every worker's exit unmaps, one entry per 2 MiB instead of one per
-           # 4 KiB page. Python objects go through malloc (not pymalloc's own 4 KiB-mapped arenas)
-           # and glibc's malloc asks for huge pages; a C library or kernel without them ignores it.
-           "PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+           "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))}
     if device.startswith("cuda") and "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return env
@@ -114,6 +109,15 @@ def probe_result(proc: subprocess.Popen) -> dict:
         return {}
 
 
+HUGE_HEAP = {"PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+"""Added to a batch's zygote's environment: its heap (~190 MB once torch is imported) in
+transparent huge pages, so that every fork copies, and every worker's exit unmaps, one entry per
+2 MiB instead of one per 4 KiB page. Python objects go through malloc (pymalloc's own arenas are
+1 MiB each, too small for a huge page) and glibc's malloc asks for huge pages; a C library or kernel
+without them ignores it. It makes the zygote's import of torch ~0.25 s slower, which one
+submission does not repay (docs/performance.md): only a zygote with resident pages (a batch's) has it."""
+
+
 class Zygote:
     """The zygote process (``python -m grader.sandbox.child.zygote``) and the grader's end of its socket.
 
@@ -132,8 +136,8 @@ class Zygote:
             argv += ["--library", folder]
         try:
             self.proc = subprocess.Popen(
-                argv, pass_fds=[child.fileno()], env=env, cwd=root, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=None if debug else subprocess.DEVNULL,
+                argv, pass_fds=[child.fileno()], env={**env, **HUGE_HEAP} if resident_pages else env, cwd=root,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None if debug else subprocess.DEVNULL,
                 start_new_session=True)
         except BaseException:
             parent.close()
