@@ -125,9 +125,9 @@ def grade(submissions: tuple[Path, ...], assignment: str, out_dir: Path | None, 
     1 when some submissions could not be graded, 2 for usage errors, 130 when interrupted.
     """
     if cluster is None:  # the local sandbox's zygote imports torch while this process loads the rest
-        from grader.cli.common import prestart_sandbox
+        from grader.cli.common import large_batch, prestart_sandbox
 
-        prestart_sandbox(device, warm_meta=True, isolation=isolation)
+        prestart_sandbox(device, warm_meta=True, isolation=isolation, huge_heap=large_batch(submissions))
     from grader.cli.common import resolve_assignment
     from grader.grading.single import quiet_gc
 

@@ -65,16 +65,17 @@ def isolation_choice(isolation: str | None = None) -> str:
 
 
 def prestart_zygote(device: str, *, warm_meta: bool = False, isolation: str | None = None,
-                    resident_pages: bool = True) -> Callable[[], None]:
+                    resident_pages: bool = True, huge_heap: bool = False) -> Callable[[], None]:
     """Start the zygote now, before this process imports torch (the Sandbox built later adopts it);
     returns what stops it when no Sandbox adopted it (a command that ended on a usage error).
-    The portable worker has no zygote: nothing starts. `resident_pages`: see `sandbox_for`."""
+    The portable worker has no zygote: nothing starts. `resident_pages`: see `sandbox_for`;
+    `huge_heap`: see `grader.sandbox.host.zygote.HUGE_HEAP`."""
     if isolation_choice(isolation) == "portable":
         return lambda: None
     from grader.sandbox.host.zygote import discard, prestart
 
     mark("zygote.spawn")
-    p = prestart(device, warm_meta=warm_meta, resident_pages=resident_pages)
+    p = prestart(device, warm_meta=warm_meta, resident_pages=resident_pages, huge_heap=huge_heap)
     return lambda: discard(p)
 
 

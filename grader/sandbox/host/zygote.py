@@ -41,7 +41,7 @@ LINUX = sys.platform.startswith("linux")
 
 
 def child_env(device: str) -> dict[str, str]:
-    """The whole environment of the zygote (a batch's adds `HUGE_HEAP`), the jail probe and fresh workers."""
+    """The whole environment of the zygote (a large batch's adds `HUGE_HEAP`), the jail probe and fresh workers."""
     import grader
 
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
@@ -110,12 +110,12 @@ def probe_result(proc: subprocess.Popen) -> dict:
 
 
 HUGE_HEAP = {"PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
-"""Added to a batch's zygote's environment: its heap (~190 MB once torch is imported) in
-transparent huge pages, so that every fork copies, and every worker's exit unmaps, one entry per
-2 MiB instead of one per 4 KiB page. Python objects go through malloc (pymalloc's own arenas are
-1 MiB each, too small for a huge page) and glibc's malloc asks for huge pages; a C library or kernel
-without them ignores it. It makes the zygote's import of torch ~0.25 s slower, which one
-submission does not repay (docs/performance.md): only a zygote with resident pages (a batch's) has it."""
+"""Added to the environment of a zygote started with ``huge_heap``: its heap (~190 MB once torch is
+imported) in transparent huge pages, so that every fork copies, and every worker's exit unmaps,
+one entry per 2 MiB instead of one per 4 KiB page (~8 ms of CPU less a worker). Python objects go
+through malloc (pymalloc's own arenas are 1 MiB each, too small for a huge page) and glibc's malloc
+asks for huge pages; a C library or kernel without them ignores it. It makes the zygote's import
+of torch ~0.25 s slower, which only a large batch repays (docs/performance.md)."""
 
 
 class Zygote:
@@ -124,7 +124,8 @@ class Zygote:
     Not thread-safe by itself: the Sandbox serialises requests under its lock.
     """
 
-    def __init__(self, env: dict[str, str], root: str, *, warm_meta: bool, resident_pages: bool = True):
+    def __init__(self, env: dict[str, str], root: str, *, warm_meta: bool, resident_pages: bool = True,
+                 huge_heap: bool = False):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         debug = os.environ.get("GRADER_SANDBOX_DEBUG")
         argv = [sys.executable, "-m", "grader.sandbox.child.zygote", str(child.fileno())]
@@ -136,7 +137,7 @@ class Zygote:
             argv += ["--library", folder]
         try:
             self.proc = subprocess.Popen(
-                argv, pass_fds=[child.fileno()], env={**env, **HUGE_HEAP} if resident_pages else env, cwd=root,
+                argv, pass_fds=[child.fileno()], env={**env, **HUGE_HEAP} if huge_heap else env, cwd=root,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None if debug else subprocess.DEVNULL,
                 start_new_session=True)
         except BaseException:
@@ -241,7 +242,8 @@ class Zygote:
 class Prestart:
     """A zygote (and the jail probe) started early; adopted by the next matching ``Sandbox``."""
 
-    def __init__(self, device: str, *, warm_meta: bool = False, resident_pages: bool = True):
+    def __init__(self, device: str, *, warm_meta: bool = False, resident_pages: bool = True,
+                 huge_heap: bool = False):
         self.device = device
         # The zygote never touches a device: only its environment depends on the device (CUDA's
         # CUDA_VISIBLE_DEVICES, when set). "auto" guesses CUDA when that variable is set.
@@ -250,7 +252,8 @@ class Prestart:
         self.root = make_root()
         self.probe = start_probe(self.env, self.root)
         try:
-            self.zygote = Zygote(self.env, self.root, warm_meta=warm_meta, resident_pages=resident_pages)
+            self.zygote = Zygote(self.env, self.root, warm_meta=warm_meta, resident_pages=resident_pages,
+                                 huge_heap=huge_heap)
         except BaseException:
             self.probe.kill()
             self.probe.wait()
@@ -274,21 +277,23 @@ _LOCK = threading.Lock()
 _PENDING: list[Prestart] = []
 
 
-def prestart(device: str = "cpu", *, warm_meta: bool = False, resident_pages: bool = True) -> Prestart | None:
+def prestart(device: str = "cpu", *, warm_meta: bool = False, resident_pages: bool = True,
+             huge_heap: bool = False) -> Prestart | None:
     """Start the zygote (and the jail probe) now, in the background; returns in a few ms.
 
     Call it first thing, before anything imports torch. ``device``: the device the Sandbox will
     be made for ("cpu", "cuda", "cuda:1", or "auto" when it is not known yet: a Sandbox whose
     zygote would have the same environment adopts it). ``warm_meta``: also run the zygote's meta-device
     warm-up; a Sandbox that asks for it later gets it either way. ``resident_pages``: as the
-    Sandbox's (only a Sandbox that does without them adopts a zygote started without). Returns None where there
+    Sandbox's (only a Sandbox that does without them adopts a zygote started without). ``huge_heap``:
+    the zygote's heap in huge pages (`HUGE_HEAP`: for a large batch). Returns None where there
     is no zygote (not Linux) or it cannot be started (the Sandbox then starts its own and reports
     any error).
     """
     if not LINUX:
         return None
     try:
-        p = Prestart(device, warm_meta=warm_meta, resident_pages=resident_pages)
+        p = Prestart(device, warm_meta=warm_meta, resident_pages=resident_pages, huge_heap=huge_heap)
     except Exception:  # noqa: BLE001 - the Sandbox will try again and report
         return None
     with _LOCK:
