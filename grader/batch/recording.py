@@ -140,9 +140,9 @@ class Tally:
             self.result.errors.append((key.student_id, error))
             self.on_event(Event(EventKind.ERROR, self.done, self.total, key.student_id, None, seconds, self.failing, error))
             return
-        record(self.cfg, self.ledger, self.book, self.run_id, key, report, data)
+        written = record(self.cfg, self.ledger, self.book, self.run_id, key, report, data)
         self.result.pages_written.add(report.submission.id)
-        self.result.recorded[f"{report_filename(report.submission.id)}.json"] = report
+        self.result.recorded[written.name] = report
         self.result.graded += 1
         self.result.failed_to_load += not report.load.ok
         self.failing += report.score.earned < report.score.possible
@@ -150,17 +150,19 @@ class Tally:
 
 
 def record(cfg: BatchConfig, ledger: Ledger, book: Gradebook, run_id: int, key: LedgerKey,
-           report: GradeReport, data: dict | None = None) -> None:
-    """Record one graded submission: ledger, JSON, HTML, gradebook (in that order, see above)."""
+           report: GradeReport, data: dict | None = None) -> Path:
+    """Record one graded submission: ledger, JSON, HTML, gradebook (in that order, see above).
+    Returns the results file written."""
     # The ledger first: it is the source of truth. A crash after it and before the JSON is written is
     # repaired by the next run (which restores the JSON from the ledger); before it, nothing is kept.
     data = to_dict(report) if data is None else data
     ledger.record(key, report, data)
     try:
-        write_result_json(report, cfg.out_dir / "results", data)
+        written = write_result_json(report, cfg.out_dir / "results", data)
         write_submission(report, cfg.out_dir / f"{report_filename(report.submission.id)}.html",
                          release_hidden=cfg.release_hidden)
     except OSError as e:
         raise OutputNotWritable(f"cannot write {report.submission.id}'s result in {cfg.out_dir}: "
                                 f"{e.strerror or e}") from e
     book.record(run_id, report, reused=False)
+    return written

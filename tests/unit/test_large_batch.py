@@ -24,7 +24,7 @@ def test_a_folder_counts_its_entries_and_a_file_counts_one(tmp_path):
     assert not large_batch([small])
     assert large_batch([small, tmp_path / "late.py"])  # one file more, given on its own
     assert large_batch([_files(tmp_path / "big", LARGE_BATCH)])
-    assert not large_batch([tmp_path / "missing"])  # the batch reports it; no guess to make
+    assert not large_batch([tmp_path / "missing"])  # counts one; the batch then reports it missing
     sub = small / "student000.py"
     assert not large_batch([sub] * (LARGE_BATCH - 1))
 

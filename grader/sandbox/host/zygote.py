@@ -112,7 +112,7 @@ def probe_result(proc: subprocess.Popen) -> dict:
 HUGE_HEAP = {"PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 """Added to the environment of a zygote started with ``huge_heap``: its heap (~190 MB once torch is
 imported) in transparent huge pages, so that every fork copies, and every worker's exit unmaps,
-one entry per 2 MiB instead of one per 4 KiB page (~8 ms of CPU less a worker). Python objects go
+one entry per 2 MiB instead of one per 4 KiB page (~8 ms of CPU less a submission, fork and exit). Python objects go
 through malloc (pymalloc's own arenas are 1 MiB each, too small for a huge page) and glibc's malloc
 asks for huge pages; a C library or kernel without them ignores it. It makes the zygote's import
 of torch ~0.25 s slower, which only a large batch repays (docs/performance.md)."""
