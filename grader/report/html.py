@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from grader import __version__
 from grader.i18n import DEFAULT, normalise, translations
+from grader.report.heatmap import cell_layers
 from grader.report.outdir import write_text_atomic
 from grader.report.view import build_view, concept_explanation
 from grader.results import GradeReport
@@ -39,6 +40,7 @@ def environment(lang: str = DEFAULT) -> jinja2.Environment:
         extensions=["jinja2.ext.i18n"],
     )
     env.install_gettext_translations(translations(lang), newstyle=True)  # type: ignore[attr-defined]
+    env.globals["cell_layers"] = cell_layers
     return env
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 
 from grader.assignment.builtin import CLASS_PHRASES, CONCEPTS, EXPLANATIONS
 from grader.i18n import verbatim
-from grader.report.heatmap import build_heatmap
+from grader.report.heatmap import build_heatmap, cell_layers
 from grader.report.text import clean, clean_block, csv_cell, md_escape
 from grader.results import Heatmap
 
@@ -80,6 +80,29 @@ def test_large_heatmaps_get_smaller_cells_without_numbers():
     hm = build_heatmap(Heatmap(verbatim("t"), _square(40, lambda q, k: 0.0), _square(40, lambda q, k: 0.0)), "u")
     assert hm.cell == 8 and all(c.text == "" for p in hm.panels for c in p.cells)
     assert sum(len(p.cells) for p in hm.panels) == 3 * 1600
+
+
+def test_cell_layers_draw_every_cell_once_with_its_tooltip_in_the_pages_language():
+    keep = _square(2, lambda q, k: k <= q)
+    hm = build_heatmap(Heatmap(verbatim("t"), [[1.0, 0.0], [0.5, 0.5]], [[0.5, 0.5], [0.5, 0.5]], keep), "u")
+    mine = next(p for p in hm.panels if p.role == "actual")
+    svg = str(cell_layers(hm, mine))
+    assert svg.count('<rect class="cell') == 4 and svg.count('class="overlay"') == 1
+    assert svg.count('<rect class="leak" data-q="0" data-k="1"') == 1 and 'class="cell masked leaking"' in svg
+    assert "<title>query 0, key 1: .50 — may not attend (future/padding); received weight it should not</title>" in svg
+    zh = build_heatmap(Heatmap(verbatim("t"), [[1.0, 0.0], [0.5, 0.5]], [[0.5, 0.5], [0.5, 0.5]], keep), "u",
+                       lang="zh-CN")
+    assert "<title>查询 0，键 1：" in str(cell_layers(zh, zh.panels[1]))  # the cached English tooltip is not reused
+
+
+def test_cell_layers_escape_the_text_they_carry():
+    from dataclasses import replace
+
+    hm = build_heatmap(Heatmap(verbatim("t"), [[1.0]], None), "u")
+    panel = hm.panels[0]
+    odd = replace(panel, cells=[replace(panel.cells[0], tooltip='<b a="1">&', text="<i>")])
+    svg = str(cell_layers(hm, odd))
+    assert "<title>&lt;b a=&#34;1&#34;&gt;&amp;</title>" in svg and ">&lt;i&gt;</text>" in svg
 
 
 def test_the_evidence_names_a_dtype_only_where_it_differs():
