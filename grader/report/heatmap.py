@@ -1,10 +1,11 @@
 """Heatmap geometry: a `results.Heatmap` -> panels of positioned, coloured cells for the SVG template.
 
-Pure: numbers in, dataclasses out. The template only draws what is computed here, so the
-same cells can be counted by tests without a browser. The cells' own SVG layers (`cell_layers`,
-a few elements per cell and thousands on the page of a submission that gets every case wrong)
-are written here rather than by the template: the template engine costs ~50 µs a cell, a
-format string a few.
+Pure: numbers in, dataclasses (and the cells' markup) out. The template only draws what is
+computed here, so the same cells can be counted by tests without a browser. The cells' own SVG
+layers (`cell_layers`: a few elements per cell, ~1,000 cells on the page of a submission that
+gets every case wrong) are written here rather than by the template: drawn by the template, each
+with its tooltip built as a message, they cost ~45 µs a cell more than `cell_layers` (~10 µs) with
+its cached tooltips (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -239,8 +240,8 @@ def cell_layers(h: HeatmapView, p: Panel) -> Markup:
     half = size / 2
     rects, overlays, texts, leaks = [], [], [], []
     for c in p.cells:
-        kind = "cell" + (" masked" if c.masked else "") + (" leaking" if c.leak else "")
-        rects.append(f'  <rect class="{kind}" data-q="{c.q}" data-k="{c.k}" x="{c.x}" y="{c.y}" width="{size}" '
+        classes = "cell" + (" masked" if c.masked else "") + (" leaking" if c.leak else "")
+        rects.append(f'  <rect class="{classes}" data-q="{c.q}" data-k="{c.k}" x="{c.x}" y="{c.y}" width="{size}" '
                      f'height="{size}" fill="{c.fill}"><title>{escape(c.tooltip)}</title></rect>')
         if c.masked:
             overlays.append(f'<rect class="overlay" x="{c.x}" y="{c.y}" width="{size}" height="{size}"/>')
