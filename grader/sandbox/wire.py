@@ -47,6 +47,10 @@ DTYPES: dict[str, torch.dtype] = {
     "uint8": torch.uint8,
 }
 _DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+_BIG_ENDIAN = sys.byteorder != "little"
+
+# Built once: json.dumps and json.loads with options build a new encoder or decoder per call.
+_JSON_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -122,27 +126,28 @@ class Encoder:
         return {"$o": type_name_of(value)}
 
     def _tensor(self, t: torch.Tensor) -> Any:
-        if t.dtype not in _DTYPE_NAMES:
-            return {"$o": f"torch.Tensor[{t.dtype}]"}
-        if t.layout is not torch.strided:
-            return {"$o": f"torch.Tensor[{t.layout}]"}
-        meta = {
-            "dtype": _DTYPE_NAMES[t.dtype],
-            "shape": list(t.shape),
-            "device": str(t.device),
-            "nbytes": 0,
-        }
-        if t.device.type != "meta":
+        # Each attribute of a tensor is a call into torch that builds a new Python object: read
+        # each once (every frame carries a few tensors, and both sides encode one per request).
+        dtype = t.dtype
+        name = _DTYPE_NAMES.get(dtype)
+        if name is None:
+            return {"$o": f"torch.Tensor[{dtype}]"}
+        layout = t.layout
+        if layout is not torch.strided:
+            return {"$o": f"torch.Tensor[{layout}]"}
+        device = t.device
+        meta = {"dtype": name, "shape": list(t.shape), "device": str(device), "nbytes": 0}
+        if device.type != "meta":
             data = t.detach()
-            if data.device.type != "cpu":
+            if device.type != "cpu":
                 data = data.cpu()
             if data.is_conj() or data.is_neg():
                 data = data.resolve_conj().resolve_neg()
-            if data.dtype is torch.bfloat16:  # numpy has no bfloat16; the same bits as int16
+            if dtype is torch.bfloat16:  # numpy has no bfloat16; the same bits as int16
                 data = data.view(torch.int16)
             raw = data.numpy().tobytes()  # C order, whatever the strides; one copy (docs/performance.md)
-            if sys.byteorder != "little" and data.element_size() > 1:
-                raw = _swap(raw, data.element_size())
+            if _BIG_ENDIAN and dtype.itemsize > 1:
+                raw = _swap(raw, dtype.itemsize)
             meta["nbytes"] = len(raw)
             self.chunks.append(raw)
         self.tensors.append(meta)
@@ -170,8 +175,7 @@ def encode_frame(message: dict, on_object: Callable[[Any], Any] | None = None, *
     depend on what the student named their classes)."""
     enc = Encoder(on_object, handle_types)
     body = {k: enc.encode(v) for k, v in message.items()}
-    header = json.dumps({"msg": body, "tensors": enc.tensors}, allow_nan=False,
-                        separators=(",", ":")).encode()
+    header = _JSON_ENCODER.encode({"msg": body, "tensors": enc.tensors}).encode()
     payload = b"".join(enc.chunks)
     if len(header) > 0xFFFFFFFF or len(payload) > 0xFFFFFFFF:
         raise WireError("message too large to send")
@@ -205,7 +209,7 @@ def decode_frame(header: bytes, payload: bytes | bytearray | memoryview, *,
     `on_text`: applied to every string built (values, dict keys, type names); the grader passes
     `grader.untrusted.wire_text`, so worker text is made safe where it enters."""
     try:
-        doc = json.loads(bytes(header).decode("utf-8"), parse_constant=_no_constant)
+        doc = _JSON_DECODER.decode(bytes(header).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise WireError(f"frame header is not valid JSON: {e}") from None
     if type(doc) is not dict or type(doc.get("msg")) is not dict or type(doc.get("tensors")) is not list:
@@ -221,6 +225,9 @@ def _same(s: str) -> str:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"bare {name} is not allowed")
+
+
+_JSON_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def _decode_tensors(table: list, payload: memoryview, device_map) -> list[torch.Tensor]:
@@ -257,10 +264,8 @@ def _decode_tensors(table: list, payload: memoryview, device_map) -> list[torch.
         if numel == 0:
             t = torch.empty(shape, dtype=dtype)
         else:
-            buf = bytearray(chunk)
-            if sys.byteorder != "little" and itemsize > 1:
-                buf = bytearray(_swap(bytes(buf), itemsize))
-            t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
+            buf = bytearray(chunk) if not _BIG_ENDIAN or itemsize == 1 else bytearray(_swap(bytes(chunk), itemsize))
+            t = torch.frombuffer(buf, dtype=dtype).view(shape)  # its own copy, in the dtype sent
         if device != "cpu":
             t = t.to(device_map(device) if device_map else device)
         out.append(t)
