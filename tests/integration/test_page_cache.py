@@ -7,8 +7,13 @@ a 1). Two kinds of file a worker could use: one outside what every worker reads 
 type stubs), which a worker may not open at all now; and
 one inside it (a compiled standard-library module nobody imported), which the zygote read before
 the first worker started, so that reading it changes nothing. The pages mapped into every worker
-(torch's libraries) are resident too. The page residency is read here, outside the jail, with
-mincore: what a worker's timing would see, without the timing.
+(torch's libraries, evicted first as well) are resident too. The page residency is read here,
+outside the jail, with mincore: what a worker's timing would see, without the timing.
+
+The kernel may still drop a cached page when memory runs short (the README's "What timing still
+leaks"): where /proc/vmstat shows it reclaimed or dropped pages after the sandbox started, a page
+found missing is the kernel's doing, not the zygote's, and only a zygote that skipped the pages
+(most of the evicted ones missing) fails.
 """
 
 from __future__ import annotations
@@ -47,6 +52,22 @@ def inside() -> list[str]:
     found = sorted(str(p) for p in (stdlib / "__pycache__").glob(f"*{tag}")
                    if str(p) not in taken and p.stat().st_size > 8192)
     return found[-len(MESSAGE):]
+
+
+def mapped_libraries() -> list[str]:
+    """The libraries of torch's site-packages (torch's, numpy's) this process has mapped."""
+    root = str(Path(torch.__file__).parent.parent)
+    with open("/proc/self/maps") as f:
+        return sorted({p for line in f if (p := line.split(None, 5)[-1].strip()).startswith(root)
+                       and os.path.isfile(p)})
+
+
+def dropped() -> int:
+    """Pages the kernel has taken out of the page cache since boot: reclaim's (pgsteal_*) and
+    drop_caches' runs. A posix_fadvise eviction counts in neither."""
+    with open("/proc/vmstat") as f:
+        counts = dict(line.split() for line in f)
+    return sum(int(n) for name, n in counts.items() if name.startswith("pgsteal_") or name == "drop_pagecache")
 
 
 def evict(paths: list[str]) -> None:
@@ -93,11 +114,26 @@ def files():
 
 
 @pytest.fixture(scope="module")
-def sb(files):
+def evicted_libraries(files):
+    """Pages of torch's libraries missing before the sandbox starts: those no process has mapped in
+    (most of libtorch_cpu's) are evicted first, so that only the zygote can have read them back."""
+    libraries = mapped_libraries()
+    evict(libraries)
+    return {path: missing(path) for path in libraries}
+
+
+@pytest.fixture(scope="module")
+def sb(files, evicted_libraries, dropped_before):
     with Sandbox(LIMITS) as box:
         if "landlock" not in box.features or not box.uses_zygote:
             pytest.skip(f"{box.isolation}: the reads are kept to the resident files only with a zygote and Landlock")
         yield box
+
+
+@pytest.fixture(scope="module")
+def dropped_before():
+    """/proc/vmstat's count of dropped pages before the sandbox started."""
+    return dropped()
 
 
 def worker(sb):
@@ -128,7 +164,8 @@ def test_reading_what_every_worker_reads_changes_no_page(sb, files):
     assert sb.page_cache["files"] > 1000 and sb.page_cache["bytes"] > 0
 
 
-def test_every_page_mapped_into_the_workers_is_resident(sb):
+def test_every_page_mapped_into_the_workers_is_resident(dropped_before, evicted_libraries, sb):
+    assert any("libtorch_cpu" in path and n > 0 for path, n in evicted_libraries.items())
     ranges = []
     with open(f"/proc/{sb.zygote_pid}/maps") as f:
         for line in f:
@@ -137,4 +174,9 @@ def test_every_page_mapped_into_the_workers_is_resident(sb):
                 start, end = (int(x, 16) for x in parts[0].split("-"))
                 ranges.append((parts[5].strip(), int(parts[2], 16), end - start))
     assert any("libtorch" in path for path, _, _ in ranges)
-    assert {path: n for path, offset, length in ranges if (n := missing(path, offset, length))} == {}
+    left = {path: n for path, offset, length in ranges if (n := missing(path, offset, length))}
+    if dropped() == dropped_before:
+        assert left == {}
+    else:  # the kernel dropped pages meanwhile: a few of these may be among them, not most of
+        # the ~1e5 evicted (a zygote that skips the mapped ranges leaves ~half of them missing)
+        assert sum(left.values()) < sum(evicted_libraries.values()) // 100, left
