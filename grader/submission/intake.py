@@ -35,7 +35,7 @@ FRAME = struct.Struct(">II")
 MAX_REPLY_BYTES = 4 * MAX_TOTAL_BYTES + (16 << 20)
 """A reply is refused past this: files (`MAX_TOTAL_BYTES`) plus code as text and JSON escapes."""
 _START_S = 30.0
-"""Extra seconds the first reply may take: the reader process starts and imports nbformat."""
+"""Extra seconds before a reader process says it is reading: it starts and imports nbformat first."""
 
 
 @dataclass(frozen=True)
@@ -73,12 +73,13 @@ class Intake:
             digest = ""
             try:
                 sock = self._ensure()
-                deadline = time.monotonic() + self.limits.seconds + (_START_S if self._fresh else 0)
+                started = time.monotonic() + self.limits.seconds + (_START_S if self._fresh else 0)
                 _send(sock, request, b"")
                 self._fresh = False
-                header, payload = _recv(sock, deadline)
-                while header.get("status") == "digest":
-                    digest = str(header.get("sha256") or "")
+                header, payload = _recv(sock, started)
+                deadline = time.monotonic() + self.limits.seconds  # the reading itself starts now
+                while header.get("status") in ("reading", "digest"):
+                    digest = str(header.get("sha256") or digest)
                     header, payload = _recv(sock, deadline)
             except TimeoutError:
                 header, payload = {"status": "timeout"}, b""

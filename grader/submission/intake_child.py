@@ -2,8 +2,9 @@
 
 It never imports torch and never runs what it reads. For each request read from the socket FD it
 reads one submission (`load_submission`) under an address-space limit of the budget above what the
-process itself holds (RLIMIT_AS, soft), and answers: first the submission's sha256 as soon as it is
-known, then the result, or "memory" when the budget ran out. The grader enforces the deadline by
+process itself holds (RLIMIT_AS, soft), and answers: "reading" once its own imports are done and the
+reading starts (the grader's deadline for the submission runs from there), the submission's sha256 as
+soon as it is known, then the result, or "memory" when the budget ran out. The grader enforces the deadline by
 killing this process, and replaces it after any failure, or when a submission left it holding
 much more memory than it started with. One request at a time; EOF on FD ends it.
 """
@@ -35,6 +36,7 @@ def main(fd: int) -> None:
             _limit_memory(None)
             _warm_notebooks()  # once, outside any budget: then no submission pays for the imports
             notebooks_ready, baseline = True, _rss()
+        _send(sock, {"status": "reading"}, b"")
         _limit_memory(int(request["memory_bytes"]))
         try:
             header, payload = _read_one(request, sock)
